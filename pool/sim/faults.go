@@ -1,0 +1,125 @@
+package sim
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// faultSet holds the injected faults, first injected first applied.
+type faultSet struct {
+	mu     sync.Mutex
+	active []*activeFault
+}
+
+type activeFault struct {
+	Fault
+	left int // remaining uses; ignored when Count is 0 (until cleared)
+}
+
+// InjectFault makes the next f.Count requests of f.Verb misbehave (all of
+// them until ClearFaults when Count is 0). An unknown mode panics: a typo
+// in a test must not pass as "no fault".
+func (s *Server) InjectFault(f Fault) {
+	if !faultModes[f.Mode] {
+		panic(fmt.Sprintf("sim: unknown fault mode %q", f.Mode))
+	}
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	s.faults.active = append(s.faults.active, &activeFault{Fault: f, left: f.Count})
+}
+
+// ClearFaults removes every injected fault.
+func (s *Server) ClearFaults() {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	s.faults.active = nil
+}
+
+// take consumes one use of the first fault that matches verb.
+func (fs *faultSet) take(verb string) (Fault, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for i, f := range fs.active {
+		if f.Verb != "" && f.Verb != verb {
+			continue
+		}
+		if f.Count > 0 {
+			f.left--
+			if f.left <= 0 {
+				fs.active = append(fs.active[:i], fs.active[i+1:]...)
+			}
+		}
+		return f.Fault, true
+	}
+	return Fault{}, false
+}
+
+// applyFault answers r according to f. h is the real handler, for the modes
+// that still perform the request.
+func (s *Server) applyFault(f Fault, w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+	switch f.Mode {
+	case "500":
+		writeError(w, http.StatusInternalServerError, "injected fault")
+	case "503":
+		setRetryAfter(w, f.RetryAfter)
+		writeError(w, http.StatusServiceUnavailable, "unavailable")
+	case "429":
+		setRetryAfter(w, f.RetryAfter)
+		writeError(w, http.StatusTooManyRequests, "node at max_claims")
+	case "409":
+		writeError(w, http.StatusConflict, "conflict")
+	case "garbage":
+		// Starts like JSON so that it gets past a content sniff and fails in
+		// the decoder, as a truncated or corrupted document would.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"id": <html><body>502 Bad Gateway</body></html>`))
+	case "missing-id":
+		writeJSON(w, http.StatusOK, struct{}{})
+	case "reset":
+		breakConnection(w)
+	case "slow":
+		if sleepCtx(r.Context(), f.Delay) {
+			h(w, r)
+		}
+	case "lose-response":
+		h(discardWriter{h: http.Header{}}, r)
+		breakConnection(w)
+	}
+}
+
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	if d > 0 {
+		secs := int64((d + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+}
+
+// partialResponse promises more body than it sends. The client sees a
+// status line and then a broken body: a transport error after the request
+// was surely received. Closing before any byte would instead let net/http
+// silently replay an idempotent request on a reused connection, and the
+// fault would never reach the caller.
+const partialResponse = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"id\":"
+
+// breakConnection hijacks the connection, writes partialResponse and
+// closes it. Without hijack support (HTTP/2) it aborts the stream.
+func breakConnection(w http.ResponseWriter) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_, _ = buf.WriteString(partialResponse)
+	_ = buf.Flush()
+	_ = conn.Close()
+}
+
+// discardWriter swallows a response that is to be "lost".
+type discardWriter struct{ h http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardWriter) WriteHeader(int)             {}
