@@ -1,0 +1,285 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// Pending reasons surfaced on the Pod. None of them is terminal.
+const (
+	ReasonCapacity     = "SandboxCapacityMiss"
+	ReasonClaimFailed  = "SandboxClaimFailed"
+	ReasonQuarantined  = "SandboxClaimQuarantined"
+	ReasonStateWrite   = "SandboxStateWriteFailed"
+	ReasonReleasePrior = "SandboxReleasePending"
+	ReasonLostClaim    = "SandboxClaimUnrecoverable"
+)
+
+// Claim transaction outcomes, as metric labels.
+const (
+	OutcomeRunning    = "running"
+	OutcomeAdopted    = "adopted"
+	OutcomeCapacity   = "capacity_miss"
+	OutcomeError      = "error"
+	OutcomeRolledBack = "rolled_back"
+	OutcomeWaiting    = "waiting"
+)
+
+// errUnrecoverable: a sandbox exists for this claim_ref, but its credential
+// cannot be fetched (no root token). It is left to its lease, never claimed
+// over: a second claim would double the VM.
+var errUnrecoverable = errors.New("a sandbox from a lost claim response exists, and its token cannot be recovered without the root token; it is left to its lease")
+
+type txResult struct {
+	outcome string
+	retry   bool
+	err     error
+}
+
+func done(outcome string) txResult { return txResult{outcome: outcome} }
+
+// reconcile brings one Pod generation to Running, or to a Pending reason
+// and a retry. The key lock makes it exclusive with every other generation
+// of the same pod key, and with deletes.
+func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
+	ref := it.Ref
+	defer e.locks.lock(ref.Key)()
+	c, st := e.table.lookup(ref.Key)
+	switch st {
+	case StateNone:
+		return e.claimFresh(ctx, it)
+	case StateQuarantined:
+		// Not adoptable, not Running, and never claimed over.
+		if c.PodUID != ref.UID {
+			e.pending(ctx, ref, ReasonQuarantined, "a claim for this pod key was loaded from the state file and is waiting for sandboxd to vouch for it")
+		}
+		return txResult{outcome: OutcomeWaiting, retry: true}
+	case StateTentative:
+		if c.PodUID == ref.UID || ownerMatches(c.OwnerUID, ref.OwnerUID) {
+			adopted := c.PodUID != ref.UID
+			c.PodUID = ref.UID
+			return e.commit(ctx, ref, c, adopted) // retry the durable write
+		}
+	case StateDurable:
+		if c.PodUID == ref.UID {
+			e.publishRunning(ctx, ref, c, false)
+			return done(OutcomeRunning)
+		}
+		if ownerMatches(c.OwnerUID, ref.OwnerUID) {
+			return e.adopt(ctx, ref, c)
+		}
+	}
+	// The claim was made for another owner generation, which is gone: a
+	// same-name Pod under a new owner is the authority to release it.
+	if err := e.release(ctx, ref.Key, c, st, "owner-changed"); err != nil {
+		e.pending(ctx, ref, ReasonReleasePrior, err.Error())
+		return txResult{outcome: OutcomeError, retry: true, err: err}
+	}
+	return e.claimFresh(ctx, it)
+}
+
+// ownerMatches is the adoption rule: the same controller owner UID, or no
+// owner on either side. The reference adopted on the name alone, handing an
+// old VM to a new owner.
+func ownerMatches(held, incoming string) bool { return held == incoming }
+
+func (e *Engine) adopt(ctx context.Context, ref PodRef, c store.Claim) txResult {
+	c.PodUID = ref.UID
+	if res, ok := e.persist(ctx, ref, c); !ok {
+		return res
+	}
+	reason := "same-owner"
+	if c.OwnerUID == "" {
+		reason = "bare-pod"
+	}
+	e.obs.Decision(ctx, "adopt", reason)
+	e.log.InfoContext(ctx, "adopted claim in place", "pod", ref.Key, "claim", c.ID, "reason", reason)
+	e.publishRunning(ctx, ref, c, true)
+	return done(OutcomeAdopted)
+}
+
+func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
+	ref := it.Ref
+	resp, err := e.claim(ctx, it)
+	switch {
+	case errors.Is(err, pool.ErrCapacity):
+		e.pending(ctx, ref, ReasonCapacity, fmt.Sprintf("sandboxd has no capacity for template %q: %v", it.Spec.Template, err))
+		return txResult{outcome: OutcomeCapacity, retry: true}
+	case errors.Is(err, errUnrecoverable):
+		e.log.WarnContext(ctx, "lost claim response cannot be recovered", "pod", ref.Key, "error", err)
+		e.pending(ctx, ref, ReasonLostClaim, err.Error())
+		return txResult{outcome: OutcomeError, retry: true, err: err}
+	case err != nil:
+		err = keyErr(ref.Key, "claim", err)
+		e.pending(ctx, ref, ReasonClaimFailed, err.Error())
+		return txResult{outcome: OutcomeError, retry: true, err: err}
+	}
+	c := store.Claim{
+		ID: resp.ID, Token: resp.Token, Address: resp.OwnerAddr, PodUID: ref.UID,
+		ClaimedAt: time.Now().UTC().Truncate(time.Second), Deadline: resp.Deadline,
+		OwnerUID: ref.OwnerUID, Owner: ref.Owner,
+	}
+	return e.commit(ctx, ref, c, false)
+}
+
+// commit makes a tentative claim durable, then publishes Running. If the
+// durable write fails, the claim just taken is released (rollback); if that
+// fails too, the tentative row keeps the credential in memory so that a
+// retry or a later delete can still reach the VM.
+func (e *Engine) commit(ctx context.Context, ref PodRef, c store.Claim, adopted bool) txResult {
+	e.table.setTentative(ref.Key, c)
+	if res, ok := e.persist(ctx, ref, c); !ok {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
+		defer cancel()
+		if rerr := e.sbx.Release(rctx, c.ID, c.Token); rerr != nil {
+			e.log.ErrorContext(ctx, "rollback release failed; the credential stays in memory for a later delete",
+				"pod", ref.Key, "claim", c.ID, "error", rerr)
+			return res
+		}
+		e.table.clearTentative(ref.Key)
+		e.obs.Decision(ctx, "release", "rollback")
+		res.outcome = OutcomeRolledBack
+		return res
+	}
+	e.table.clearTentative(ref.Key)
+	e.publishRunning(ctx, ref, c, adopted)
+	if adopted {
+		return done(OutcomeAdopted)
+	}
+	return done(OutcomeRunning)
+}
+
+// persist writes the row durably. The write runs on a context that the
+// caller cannot cancel: Put then reports the true outcome, never "maybe".
+func (e *Engine) persist(ctx context.Context, ref PodRef, c store.Claim) (txResult, bool) {
+	cctx, span := e.tracer.Start(ctx, "store.commit", trace.WithAttributes(attribute.String("vksandbox.claim.id", c.ID)))
+	err := e.store.Put(context.WithoutCancel(cctx), ref.Key, c)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+	if err != nil {
+		err = keyErr(ref.Key, "durable commit", err)
+		e.log.ErrorContext(ctx, "claim not durable", "pod", ref.Key, "claim", c.ID, "error", err)
+		e.pending(ctx, ref, ReasonStateWrite, err.Error())
+		return txResult{outcome: OutcomeError, retry: true, err: err}, false
+	}
+	return txResult{}, true
+}
+
+// claim asks sandboxd for a VM. Transient failures are retried with
+// backoff; because a claim is not idempotent, any retry after an answer that
+// may have been lost first looks the claim up by claim_ref.
+func (e *Engine) claim(ctx context.Context, it Intent) (pool.ClaimResponse, error) {
+	req := pool.ClaimRequest{
+		Template: it.Spec.Template, Net: it.Spec.Net, Size: it.Spec.Size,
+		TTLSeconds: it.Spec.TTLSeconds, ClaimRef: it.Ref.Key,
+	}
+	var resp pool.ClaimResponse
+	// A lost answer outlives its transaction: a requeued transaction (after
+	// errUnrecoverable or exhausted retries) must look up first as well, or
+	// it claims a second VM for the same claim_ref.
+	unsettled := e.table.isUnsettled(it.Ref.Key)
+	maybeClaimed := unsettled
+	bo := e.cfg.ClaimRetry.backOff()
+	attempt := 0
+	op := func() error {
+		attempt++
+		if maybeClaimed {
+			r, found, err := e.recoverLost(ctx, it.Ref)
+			if err != nil {
+				bo.observe(err)
+				return retryable(err)
+			}
+			if found {
+				resp = r
+				return nil
+			}
+			maybeClaimed = false // the listing shows no VM under claim_ref
+		}
+		r, err := e.sbx.Claim(ctx, req)
+		if err == nil {
+			resp = r
+			return nil
+		}
+		bo.observe(err)
+		if errors.Is(err, pool.ErrBadResponse) || pool.IsRetryable(err) {
+			maybeClaimed = true
+			trace.SpanFromContext(ctx).AddEvent("claim.retry", trace.WithAttributes(
+				attribute.Int("attempt", attempt), attribute.String("error", err.Error())))
+			return err
+		}
+		return backoff.Permanent(err)
+	}
+	err := backoff.Retry(op, backoff.WithContext(bo, ctx))
+	if still := err != nil && maybeClaimed; still != unsettled {
+		e.table.setUnsettled(it.Ref.Key, still)
+	}
+	return resp, err
+}
+
+func retryable(err error) error {
+	if errors.Is(err, errUnrecoverable) || !(pool.IsRetryable(err) || errors.Is(err, pool.ErrBadResponse)) {
+		return backoff.Permanent(err)
+	}
+	return err
+}
+
+// recoverLost finds a sandbox that a lost claim response left behind.
+// claim_ref is the pod key, and this key holds no local row (reconcile only
+// claims afresh when it has none), so every listed sandbox under it is one
+// that no local claim holds.
+func (e *Engine) recoverLost(ctx context.Context, ref PodRef) (pool.ClaimResponse, bool, error) {
+	rows, err := e.sbx.List(ctx, ref.Key)
+	if err != nil {
+		return pool.ClaimResponse{}, false, err
+	}
+	for _, row := range rows {
+		if row.ClaimRef != ref.Key {
+			continue
+		}
+		full, err := e.sbx.Get(ctx, row.ID)
+		if err != nil {
+			return pool.ClaimResponse{}, false, err
+		}
+		if full.Token == "" {
+			return pool.ClaimResponse{}, false, fmt.Errorf("sandbox %s: %w", row.ID, errUnrecoverable)
+		}
+		if full.OwnerAddr != "" {
+			e.log.InfoContext(ctx, "recovered a claim whose response was lost", "pod", ref.Key, "claim", row.ID)
+			return pool.ClaimResponse{ID: full.ID, Token: full.Token, Deadline: full.Deadline, OwnerAddr: full.OwnerAddr}, true, nil
+		}
+		// Without its address the VM cannot be served. It was never
+		// delivered to anyone, and we now hold its credential: release it
+		// and claim afresh, so there is still exactly one VM.
+		if err := e.sbx.Release(ctx, full.ID, full.Token); err != nil {
+			return pool.ClaimResponse{}, false, err
+		}
+		e.obs.Decision(ctx, "release", "lost-response-no-address")
+	}
+	return pool.ClaimResponse{}, false, nil
+}
+
+func (e *Engine) publishRunning(ctx context.Context, ref PodRef, c store.Claim, adopted bool) {
+	sctx, span := e.tracer.Start(ctx, "status.push", trace.WithAttributes(
+		attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.adopted", adopted)))
+	e.rep.Running(sctx, ref, c, adopted)
+	span.End()
+}
+
+func (e *Engine) pending(ctx context.Context, ref PodRef, reason, msg string) {
+	sctx, span := e.tracer.Start(ctx, "status.push", trace.WithAttributes(attribute.String("vksandbox.pending.reason", reason)))
+	e.rep.Pending(sctx, ref, reason, msg)
+	span.End()
+}

@@ -1,0 +1,92 @@
+package pipeline
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// DeleteResult says what a delete did.
+type DeleteResult struct {
+	// Held: this Pod generation held the key's claim, so a verdict was taken.
+	// False for a stale UID (an older generation) or a Pod without a claim.
+	Held    bool
+	Verdict Verdict
+	Shared  bool // answered by a concurrent duplicate delete (singleflight)
+}
+
+// Delete ends the intent of ref and, when ref's generation holds the key's
+// claim, asks authorize for the verdict: preserve keeps the claim for a
+// same-name replacement to adopt; release calls sandboxd. A release error
+// keeps the claim (and the caller should keep the Pod), so the delete can be
+// retried with the credential intact. A 404 from sandboxd is converged.
+//
+// Concurrent deletes of one UID share one decision (virtual-kubelet may call
+// DeletePod several times for the same Pod).
+func (e *Engine) Delete(ctx context.Context, ref PodRef, authorize func(context.Context) Verdict) (DeleteResult, error) {
+	v, err, shared := e.sf.Do("delete/"+ref.UID, func() (any, error) {
+		return e.delete(ctx, ref, authorize)
+	})
+	res := v.(DeleteResult)
+	res.Shared = shared
+	return res, err
+}
+
+func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.Context) Verdict) (DeleteResult, error) {
+	ctx, span := e.tracer.Start(ctx, "claim.delete", trace.WithAttributes(refAttrs(ref)...))
+	defer span.End()
+	e.cancelIntent(ref.UID) // a deleted generation is never claimed for again
+	defer e.locks.lock(ref.Key)()
+	c, st := e.table.lookup(ref.Key)
+	// Stale-UID guard: the claim belongs to another generation of this key
+	// (or there is none); this delete carries no authority over it.
+	if st == StateNone || c.PodUID != ref.UID {
+		span.SetAttributes(attribute.Bool("vksandbox.delete.held", false))
+		return DeleteResult{}, nil
+	}
+	_, aspan := e.tracer.Start(ctx, "delete.authorize")
+	v := authorize(ctx)
+	aspan.SetAttributes(attribute.Bool("vksandbox.verdict.release", v.Release), attribute.String("vksandbox.verdict.reason", v.Reason))
+	aspan.End()
+	span.SetAttributes(attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.verdict.release", v.Release),
+		attribute.String("vksandbox.verdict.reason", v.Reason))
+	res := DeleteResult{Held: true, Verdict: v}
+	if !v.Release {
+		e.obs.Decision(ctx, "preserve", v.Reason)
+		e.log.InfoContext(ctx, "pod deleted without owner authority: VM preserved for adoption",
+			"pod", ref.Key, "claim", c.ID, "reason", v.Reason)
+		return res, nil
+	}
+	if err := e.release(ctx, ref.Key, c, st, v.Reason); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return res, err
+	}
+	return res, nil
+}
+
+// release frees the VM at sandboxd with the row's own token, then forgets
+// the row. The caller holds the key lock and has the authority.
+func (e *Engine) release(ctx context.Context, key string, c store.Claim, st State, reason string) error {
+	if err := e.sbx.Release(ctx, c.ID, c.Token); err != nil {
+		e.obs.Decision(ctx, "release_failed", reason)
+		return keyErr(key, "release of "+c.ID, err)
+	}
+	if st == StateTentative {
+		e.table.clearTentative(key)
+	} else {
+		// The VM is gone. If this tombstone fails to land, the row comes back
+		// quarantined after a restart and the listing drops it.
+		if err := e.store.Delete(context.WithoutCancel(ctx), key); err != nil {
+			return keyErr(key, "forget released claim "+c.ID, err)
+		}
+		e.table.lift(key)
+	}
+	e.obs.Decision(ctx, "release", reason)
+	e.log.InfoContext(ctx, "released VM", "pod", key, "claim", c.ID, "reason", reason)
+	return nil
+}

@@ -1,0 +1,281 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// ErrStopping is returned for intents that arrive after Shutdown began.
+var ErrStopping = errors.New("pipeline: stopping, no new claims")
+
+const tracerName = "github.com/cocoonstack/vk-sandbox/pipeline"
+
+// Config configures an Engine. Zero values take the documented defaults.
+type Config struct {
+	Shards     int // default 8
+	Workers    int // per shard, default 32
+	QueueDepth int // UIDs holding an intent per shard, default 1024
+
+	Sandboxd Sandboxd
+	Store    Store
+	Reporter Reporter
+	Observer Observer // optional
+	Logger   *slog.Logger
+
+	// ClaimRetry bounds retries of one claim inside a transaction
+	// (transport errors, 5xx, undecodable answers).
+	ClaimRetry RetryPolicy
+	// RequeueMin/RequeueMax bound the slow retry of a Pod that could not be
+	// claimed (capacity miss, 4xx, exhausted retries, state write failure):
+	// per-UID exponential from Min up to Max. Defaults 1s and 30s.
+	RequeueMin, RequeueMax time.Duration
+	// ReleaseTimeout bounds a rollback release, which runs on a detached
+	// context so a cancelled caller cannot strand a VM. Default 10s.
+	ReleaseTimeout time.Duration
+	// VerifyInterval caps the wait between quarantine verification tries.
+	// Default 2s.
+	VerifyInterval time.Duration
+}
+
+func (c *Config) defaults() error {
+	if c.Sandboxd == nil || c.Store == nil || c.Reporter == nil {
+		return errors.New("pipeline: Sandboxd, Store and Reporter are required")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Shards, 8)
+	def(&c.Workers, 32)
+	def(&c.QueueDepth, 1024)
+	defd(&c.RequeueMin, time.Second)
+	defd(&c.RequeueMax, 30*time.Second)
+	defd(&c.ReleaseTimeout, 10*time.Second)
+	defd(&c.VerifyInterval, 2*time.Second)
+	c.ClaimRetry.defaults()
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Engine runs claim transactions. Create it with New, start it with Run.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	obs    Observer
+	tracer trace.Tracer
+	sbx    Sandboxd
+	store  Store
+	rep    Reporter
+
+	table  *table
+	locks  *keyLocks
+	shards []*shard
+	seed   maphash.Seed
+	sf     singleflight.Group
+
+	stopping atomic.Bool
+	workers  sync.WaitGroup
+	verified chan struct{}
+}
+
+// New builds an engine over a loaded store. Every row already in the store
+// starts quarantined until a sandboxd listing vouches for it (Run verifies).
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, log: cfg.Logger, obs: cfg.Observer,
+		tracer: otel.Tracer(tracerName),
+		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter,
+		table: newTable(cfg.Store), locks: newKeyLocks(), seed: maphash.MakeSeed(),
+		verified: make(chan struct{}),
+	}
+	for i := 0; i < cfg.Shards; i++ {
+		e.shards = append(e.shards, newShard(i, cfg.QueueDepth, cfg.RequeueMin, cfg.RequeueMax))
+	}
+	if n := e.table.quarantineAll(); n > 0 {
+		e.log.Info("claims loaded from the state file are quarantined until sandboxd vouches for them", "rows", n)
+	}
+	return e, nil
+}
+
+// Run starts the workers and the quarantine verification, and blocks until
+// ctx is done. Then it stops intake and waits for in-flight transactions to
+// finish or roll back. It never releases a VM because of shutdown.
+func (e *Engine) Run(ctx context.Context) {
+	for _, sh := range e.shards {
+		for w := 0; w < e.cfg.Workers; w++ {
+			e.workers.Add(1)
+			go e.worker(sh)
+		}
+	}
+	go e.verifyQuarantine(ctx)
+	<-ctx.Done()
+	e.Shutdown()
+}
+
+// Shutdown stops intake, lets in-flight transactions complete, and returns
+// when every worker has exited. Queued intents that have not started are
+// left alone: their Pods stay Pending and are claimed by the next process.
+func (e *Engine) Shutdown() {
+	if e.stopping.Swap(true) {
+		e.workers.Wait()
+		return
+	}
+	for _, sh := range e.shards {
+		sh.q.ShutDown()
+	}
+	e.workers.Wait()
+}
+
+// Verified is closed once no quarantined row remains.
+func (e *Engine) Verified() <-chan struct{} { return e.verified }
+
+func (e *Engine) shardFor(uid string) *shard {
+	return e.shards[maphash.String(e.seed, uid)%uint64(len(e.shards))]
+}
+
+// Create records the intent to hold a claim for it.Ref and returns without
+// waiting for sandboxd. The outcome reaches the Reporter. Create blocks only
+// while the UID's shard is at QueueDepth (backpressure), bounded by ctx.
+func (e *Engine) Create(ctx context.Context, it Intent) error {
+	if e.stopping.Load() {
+		return ErrStopping
+	}
+	sh := e.shardFor(it.Ref.UID)
+	if sh.update(it) {
+		return nil
+	}
+	now := time.Now()
+	tctx, root := e.tracer.Start(context.WithoutCancel(ctx), "claim.transaction",
+		trace.WithTimestamp(now), trace.WithAttributes(refAttrs(it.Ref)...))
+	return sh.put(ctx, &queued{intent: it, ctx: tctx, root: root, received: now, enqueued: now})
+}
+
+// Claim returns the claim row for a pod key and its state. O(1), no IO.
+func (e *Engine) Claim(key string) (ClaimView, bool) {
+	c, st := e.table.lookup(key)
+	return ClaimView{Claim: c, State: st}, st != StateNone
+}
+
+// Range visits every durable row (for startup restore and audits).
+func (e *Engine) Range(fn func(key string, c store.Claim) bool) { e.store.Range(fn) }
+
+// Counts reports held, quarantined and tentative rows.
+func (e *Engine) Counts() (held, quarantined, tentative int) { return e.table.counts() }
+
+// QueueDepths reports the number of UIDs holding an intent, per shard.
+func (e *Engine) QueueDepths() []int {
+	d := make([]int, len(e.shards))
+	for i, sh := range e.shards {
+		d[i] = sh.depth()
+	}
+	return d
+}
+
+func (e *Engine) worker(sh *shard) {
+	defer e.workers.Done()
+	for {
+		uid, shutdown := sh.q.Get()
+		if shutdown {
+			return
+		}
+		e.process(sh, uid)
+		sh.q.Done(uid)
+	}
+}
+
+// process runs one attempt of the transaction for uid.
+func (e *Engine) process(sh *shard, uid string) {
+	q, ok := sh.get(uid)
+	if !ok {
+		// Deleted meanwhile. A retry queued by a transaction that finished
+		// after the delete re-created the UID's failure count; forget it,
+		// or the rate limiter keeps one entry per such Pod forever.
+		sh.q.Forget(uid)
+		return
+	}
+	if e.stopping.Load() {
+		return // intake stopped: nothing new starts
+	}
+	_, wait := e.tracer.Start(q.ctx, "queue.wait", trace.WithTimestamp(q.enqueued),
+		trace.WithAttributes(attribute.Int("vksandbox.shard", sh.id), attribute.Int("vksandbox.queue.depth", sh.q.Len())))
+	wait.End()
+
+	sctx, sfSpan := e.tracer.Start(q.ctx, "singleflight")
+	v, _, shared := e.sf.Do("claim/"+uid, func() (any, error) { return e.reconcile(sctx, q.intent), nil })
+	sfSpan.SetAttributes(attribute.Bool("vksandbox.singleflight.shared", shared))
+	sfSpan.End()
+	res := v.(txResult)
+
+	e.obs.ClaimLatency(q.ctx, res.outcome, time.Since(q.received))
+	q.root.SetAttributes(attribute.String("vksandbox.outcome", res.outcome))
+	if res.err != nil {
+		q.root.RecordError(res.err)
+		q.root.SetStatus(codes.Error, res.err.Error())
+	}
+	q.root.End()
+
+	if res.retry {
+		sh.renew(uid, func(prev queued) (context.Context, trace.Span) {
+			return e.tracer.Start(context.Background(), "claim.transaction",
+				trace.WithLinks(trace.LinkFromContext(prev.ctx)),
+				trace.WithAttributes(append(refAttrs(prev.intent.Ref), attribute.Bool("vksandbox.retry", true))...))
+		})
+		sh.q.AddRateLimited(uid)
+		return
+	}
+	sh.finish(uid, q.version)
+}
+
+// cancelIntent drops the queued intent of a UID being deleted.
+func (e *Engine) cancelIntent(uid string) { e.shardFor(uid).cancel(uid) }
+
+func refAttrs(r PodRef) []attribute.KeyValue {
+	ns, name := splitKey(r.Key)
+	return []attribute.KeyValue{
+		attribute.String("k8s.namespace.name", ns),
+		attribute.String("k8s.pod.name", name),
+		attribute.String("k8s.pod.uid", r.UID),
+	}
+}
+
+func splitKey(key string) (ns, name string) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
+
+// keyErr names the Pod and the cause, never a token.
+func keyErr(key, what string, err error) error {
+	return fmt.Errorf("%s for %s: %w", what, key, err)
+}

@@ -1,0 +1,374 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// Every engine, store, emulator and HTTP client a test starts is stopped in
+// its cleanup, so no goroutine is ignored here.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	rootToken = "root-tok-3c1f-pipeline-secret"
+	nodeToken = "node-tok-77aa-pipeline-secret"
+	template  = "default"
+)
+
+// waitTimeout bounds every wait-for-condition helper. Generous because the
+// two cores are shared; a passing test never waits this long.
+const waitTimeout = 20 * time.Second
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// ---- emulator ---------------------------------------------------------------
+
+// simEnv is a real emulator behind a real loopback HTTP server, with real
+// clients holding the root and the node token.
+type simEnv struct {
+	sim  *sim.Server
+	url  string
+	root *pool.Client
+	node *pool.Client
+}
+
+func newSim(t testing.TB, cfg sim.Config) *simEnv {
+	t.Helper()
+	cfg.RootToken, cfg.NodeToken = rootToken, nodeToken
+	if cfg.Pools == nil {
+		cfg.Pools = map[pool.Key]int{{Template: template}: 8}
+	}
+	if cfg.ColdLatency == 0 {
+		cfg.ColdLatency = -1
+	}
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatalf("sim.New: %v", err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	env := &simEnv{sim: s, url: ts.URL}
+	env.root = env.client(t, rootToken)
+	env.node = env.client(t, nodeToken)
+	t.Cleanup(func() {
+		env.root.CloseIdleConnections()
+		env.node.CloseIdleConnections()
+		ts.Close()
+		if err := s.Close(); err != nil {
+			t.Errorf("sim.Close: %v", err)
+		}
+	})
+	return env
+}
+
+// fastRetry keeps the client's idempotent-call retries quick.
+var fastRetry = pool.RetryPolicy{MaxAttempts: 5, InitialInterval: 2 * time.Millisecond, MaxInterval: 10 * time.Millisecond}
+
+func (e *simEnv) client(t testing.TB, token string) *pool.Client {
+	t.Helper()
+	c, err := pool.NewClient(pool.ClientOptions{BaseURL: e.url, Token: token, Retry: fastRetry})
+	if err != nil {
+		t.Fatalf("pool.NewClient: %v", err)
+	}
+	return c
+}
+
+func (e *simEnv) count(name string) int64 { return e.sim.Counters()[name] }
+
+// sandboxesFor is the emulator's live index filtered by claim_ref.
+func (e *simEnv) sandboxesFor(ref string) []pool.Sandbox {
+	var out []pool.Sandbox
+	for _, sb := range e.sim.Sandboxes() {
+		if sb.ClaimRef == ref {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
+// ---- store ------------------------------------------------------------------
+
+func openStore(t testing.TB, path string, fsync bool) *store.Store {
+	t.Helper()
+	s, err := store.Open(path, store.Options{UnsafeNoFsync: !fsync, Logger: quiet})
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() }) // a second Close is ErrClosed: fine
+	return s
+}
+
+func tempStorePath(t testing.TB) string { return filepath.Join(t.TempDir(), "state", "claims.json") }
+
+// faultyStore is the real store with a switchable Put failure.
+type faultyStore struct {
+	pipeline.Store
+	failPut atomic.Bool
+	puts    atomic.Int64
+}
+
+func (s *faultyStore) Put(ctx context.Context, key string, c store.Claim) error {
+	s.puts.Add(1)
+	if s.failPut.Load() {
+		return fmt.Errorf("injected: write %s: no space left on device", key)
+	}
+	return s.Store.Put(ctx, key, c)
+}
+
+// ---- engine -----------------------------------------------------------------
+
+// testConfig is small and fast: few workers, retries in milliseconds.
+func testConfig(sbx pipeline.Sandboxd, st pipeline.Store, rep *reporter) pipeline.Config {
+	return pipeline.Config{
+		Shards: 2, Workers: 4, QueueDepth: 64,
+		Sandboxd: sbx, Store: st, Reporter: rep, Observer: rep, Logger: quiet,
+		ClaimRetry:     pipeline.RetryPolicy{InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond},
+		RequeueMin:     10 * time.Millisecond,
+		RequeueMax:     50 * time.Millisecond,
+		ReleaseTimeout: 5 * time.Second,
+		VerifyInterval: 50 * time.Millisecond,
+	}
+}
+
+// startEngine builds the engine and runs it until the test ends.
+func startEngine(t testing.TB, cfg pipeline.Config) *pipeline.Engine {
+	t.Helper()
+	e, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatalf("pipeline.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); e.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran // Run returns once Shutdown has waited for every worker
+	})
+	return e
+}
+
+// rig is the usual set: emulator, root client, real store (no fsync), engine.
+type rig struct {
+	env   *simEnv
+	store *store.Store
+	rep   *reporter
+	eng   *pipeline.Engine
+}
+
+func newRig(t testing.TB, sc sim.Config, mod func(*pipeline.Config)) *rig {
+	t.Helper()
+	env := newSim(t, sc)
+	st := openStore(t, tempStorePath(t), false)
+	rep := newReporter()
+	cfg := testConfig(env.root, st, rep)
+	if mod != nil {
+		mod(&cfg)
+	}
+	return &rig{env: env, store: st, rep: rep, eng: startEngine(t, cfg)}
+}
+
+func intent(key, uid, owner string) pipeline.Intent {
+	return pipeline.Intent{
+		Ref:  pipeline.PodRef{Key: key, UID: uid, OwnerUID: owner},
+		Spec: pipeline.ClaimSpec{Template: template, TTLSeconds: 3600},
+	}
+}
+
+func create(t testing.TB, e *pipeline.Engine, it pipeline.Intent) {
+	t.Helper()
+	if err := e.Create(context.Background(), it); err != nil {
+		t.Fatalf("Create %s (%s): %v", it.Ref.Key, it.Ref.UID, err)
+	}
+}
+
+func verdict(release bool, reason string) func(context.Context) pipeline.Verdict {
+	return func(context.Context) pipeline.Verdict { return pipeline.Verdict{Release: release, Reason: reason} }
+}
+
+// ---- reporter / observer fake --------------------------------------------
+
+type event struct {
+	kind    string // "running", "pending", "expired", "outcome", "decision"
+	ref     pipeline.PodRef
+	claim   store.Claim
+	adopted bool
+	reason  string // pending reason, outcome, or decision kind/reason
+	msg     string
+}
+
+// reporter records every Reporter and Observer call. It is goroutine-safe,
+// and waitFor blocks (with a deadline) until a condition over the recorded
+// events holds, woken by each new event: no sleeping.
+type reporter struct {
+	// onRunning, if set before the engine starts, runs inside Running.
+	onRunning func(ref pipeline.PodRef, c store.Claim)
+
+	mu      sync.Mutex
+	events  []event
+	changed chan struct{}
+}
+
+func newReporter() *reporter { return &reporter{changed: make(chan struct{})} }
+
+func (r *reporter) record(ev event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+func (r *reporter) Running(_ context.Context, ref pipeline.PodRef, c store.Claim, adopted bool) {
+	if r.onRunning != nil {
+		r.onRunning(ref, c)
+	}
+	r.record(event{kind: "running", ref: ref, claim: c, adopted: adopted})
+}
+
+func (r *reporter) Pending(_ context.Context, ref pipeline.PodRef, reason, msg string) {
+	r.record(event{kind: "pending", ref: ref, reason: reason, msg: msg})
+}
+
+func (r *reporter) Expired(_ context.Context, ref pipeline.PodRef, c store.Claim) {
+	r.record(event{kind: "expired", ref: ref, claim: c})
+}
+
+func (r *reporter) ClaimLatency(_ context.Context, outcome string, _ time.Duration) {
+	r.record(event{kind: "outcome", reason: outcome})
+}
+
+func (r *reporter) Decision(_ context.Context, kind, reason string) {
+	r.record(event{kind: "decision", reason: kind + "/" + reason})
+}
+
+func (r *reporter) snapshot() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]event(nil), r.events...)
+}
+
+// waitFor returns the events once cond holds, or fails the test at the
+// deadline, naming what it waited for.
+func (r *reporter) waitFor(t testing.TB, what string, cond func([]event) bool) []event {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		evs := append([]event(nil), r.events...)
+		ch := r.changed
+		r.mu.Unlock()
+		if cond(evs) {
+			return evs
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s; events: %s", what, describe(evs))
+			return nil
+		}
+	}
+}
+
+// running waits for Running of uid and returns that event.
+func (r *reporter) running(t testing.TB, uid string) event {
+	t.Helper()
+	evs := r.waitFor(t, "Running of "+uid, func(evs []event) bool { return find(evs, "running", uid, "") >= 0 })
+	return evs[find(evs, "running", uid, "")]
+}
+
+// pending waits for n Pending reports of uid with reason.
+func (r *reporter) pending(t testing.TB, uid, reason string, n int) event {
+	t.Helper()
+	evs := r.waitFor(t, fmt.Sprintf("%d× Pending %s of %s", n, reason, uid), func(evs []event) bool {
+		return countOf(evs, "pending", uid, reason) >= n
+	})
+	return evs[find(evs, "pending", uid, reason)]
+}
+
+// outcomes waits for n transaction outcomes of the given kind.
+func (r *reporter) outcome(t testing.TB, outcome string, n int) {
+	t.Helper()
+	r.waitFor(t, fmt.Sprintf("%d× outcome %s", n, outcome), func(evs []event) bool {
+		return countOf(evs, "outcome", "", outcome) >= n
+	})
+}
+
+func matches(ev event, kind, uid, reason string) bool {
+	return ev.kind == kind && (uid == "" || ev.ref.UID == uid) && (reason == "" || ev.reason == reason)
+}
+
+func find(evs []event, kind, uid, reason string) int {
+	for i, ev := range evs {
+		if matches(ev, kind, uid, reason) {
+			return i
+		}
+	}
+	return -1
+}
+
+func countOf(evs []event, kind, uid, reason string) int {
+	n := 0
+	for _, ev := range evs {
+		if matches(ev, kind, uid, reason) {
+			n++
+		}
+	}
+	return n
+}
+
+func describe(evs []event) string {
+	s := ""
+	for _, ev := range evs {
+		s += fmt.Sprintf("\n  %s %s/%s %s %s", ev.kind, ev.ref.Key, ev.ref.UID, ev.reason, ev.msg)
+	}
+	return s
+}
+
+// eventually polls cond (state held by something that does not notify, such
+// as the emulator's counters) until it holds or the deadline passes.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// ---- orphan observer fake -----------------------------------------------
+
+type orphanObs struct {
+	mu       sync.Mutex
+	verdicts [][2]int
+	scans    []bool
+}
+
+func (o *orphanObs) OrphanVerdicts(unknown, missing int) {
+	o.mu.Lock()
+	o.verdicts = append(o.verdicts, [2]int{unknown, missing})
+	o.mu.Unlock()
+}
+
+func (o *orphanObs) OrphanScan(ok bool) {
+	o.mu.Lock()
+	o.scans = append(o.scans, ok)
+	o.mu.Unlock()
+}

@@ -1,0 +1,122 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+)
+
+// DESIGN §6 lease watch: once a recorded deadline passes, the listing
+// decides. Gone: the row is dropped and Expired is pushed. Still listed: the
+// row takes the listing's deadline. Listing failed: nothing is decided.
+func TestLeaseExpiryPushesExpired(t *testing.T) {
+	r := newRig(t, sim.Config{}, nil)
+	ctx := context.Background()
+	create(t, r.eng, intent("ns/ends", "uid-ends", ""))
+	create(t, r.eng, intent("ns/extended", "uid-ext", ""))
+	create(t, r.eng, intent("ns/young", "uid-young", ""))
+	ends := r.rep.running(t, "uid-ends")
+	ext := r.rep.running(t, "uid-ext")
+	r.rep.running(t, "uid-young")
+	// young's deadline is pushed far out, so it is never due in this test.
+	young, _ := r.store.Get("ns/young")
+	young.Deadline = time.Now().Add(24 * time.Hour)
+	if err := r.store.Put(ctx, "ns/young", young); err != nil {
+		t.Fatal(err)
+	}
+
+	later := ext.claim.Deadline.Add(30 * time.Minute).UTC().Truncate(time.Millisecond)
+	r.env.sim.SetDeadline(ext.claim.ID, later)
+	r.env.sim.Expire(ends.claim.ID)
+	now := ext.claim.Deadline.Add(time.Second) // both recorded deadlines passed
+	if ends.claim.Deadline.After(now) {
+		now = ends.claim.Deadline.Add(time.Second)
+	}
+
+	t.Run("listing-failure-decides-nothing", func(t *testing.T) {
+		r.env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "500"})
+		r.eng.CheckLeases(ctx, now)
+		r.env.sim.ClearFaults()
+		if n := countOf(r.rep.snapshot(), "expired", "", ""); n != 0 {
+			t.Fatalf("%d Expired pushed on a failed listing", n)
+		}
+		if _, ok := r.store.Get("ns/ends"); !ok {
+			t.Fatal("a row was dropped on a failed listing")
+		}
+		if row, _ := r.store.Get("ns/extended"); !row.Deadline.Equal(ext.claim.Deadline) {
+			t.Fatal("a deadline changed on a failed listing")
+		}
+	})
+
+	t.Run("gone-expires-listed-refreshes", func(t *testing.T) {
+		r.eng.CheckLeases(ctx, now)
+		evs := r.rep.waitFor(t, "Expired of uid-ends", func(evs []event) bool { return find(evs, "expired", "uid-ends", "") >= 0 })
+		ev := evs[find(evs, "expired", "uid-ends", "")]
+		if ev.ref.Key != "ns/ends" || ev.claim.ID != ends.claim.ID {
+			t.Errorf("Expired(%s, %s), want ns/ends %s", ev.ref.Key, ev.claim.ID, ends.claim.ID)
+		}
+		if n := countOf(evs, "expired", "", ""); n != 1 {
+			t.Errorf("%d Expired pushed, want 1", n)
+		}
+		if _, ok := r.store.Get("ns/ends"); ok {
+			t.Error("the expired row is still in the store")
+		}
+		if _, ok := r.eng.Claim("ns/ends"); ok {
+			t.Error("the engine still holds the expired claim")
+		}
+		row, ok := r.store.Get("ns/extended")
+		if !ok || !row.Deadline.Equal(later) {
+			t.Errorf("ns/extended deadline = %v (held %v), want the listing's %v", row.Deadline, ok, later)
+		}
+		if row, ok := r.store.Get("ns/young"); !ok || !row.Deadline.Equal(young.Deadline) {
+			t.Error("a row that was not due was touched")
+		}
+		if got := r.env.count("release"); got != 0 {
+			t.Errorf("release requests = %d, want 0: the lease watch never releases", got)
+		}
+	})
+}
+
+// DESIGN §6 orphan scan: it only reports. Listed sandboxes that no claim
+// knows about and claims whose sandbox is not listed are counted; nothing
+// is released, and a failed listing is not an empty list.
+func TestOrphanScanOnlyReports(t *testing.T) {
+	r := newRig(t, sim.Config{}, nil)
+	ctx := context.Background()
+	if _, err := r.env.root.Claim(ctx, pool.ClaimRequest{Template: template, ClaimRef: "ns/nobody"}); err != nil {
+		t.Fatal(err)
+	}
+	create(t, r.eng, intent("ns/healthy", "uid-healthy", ""))
+	create(t, r.eng, intent("ns/vanished", "uid-vanished", ""))
+	r.rep.running(t, "uid-healthy")
+	gone := r.rep.running(t, "uid-vanished")
+	r.env.sim.Expire(gone.claim.ID)
+
+	obs := &orphanObs{}
+	r.env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "500"})
+	r.eng.ScanOrphansOnce(ctx, obs)
+	r.env.sim.ClearFaults()
+	if len(obs.verdicts) != 0 || len(obs.scans) != 1 || obs.scans[0] {
+		t.Fatalf("failed listing: scans %v verdicts %v, want one failed scan and no verdict", obs.scans, obs.verdicts)
+	}
+
+	r.eng.ScanOrphansOnce(ctx, obs)
+	if len(obs.verdicts) != 1 || obs.verdicts[0] != [2]int{1, 1} {
+		t.Fatalf("verdicts = %v, want one (unknown 1, missing 1)", obs.verdicts)
+	}
+	if len(obs.scans) != 2 || !obs.scans[1] {
+		t.Errorf("scans = %v, want the second ok", obs.scans)
+	}
+	if got := r.env.count("release"); got != 0 {
+		t.Errorf("release requests = %d, want 0", got)
+	}
+	if _, ok := r.store.Get("ns/vanished"); !ok {
+		t.Error("the orphan scan dropped a row; it only reports")
+	}
+	if got := len(r.env.sandboxesFor("ns/nobody")); got != 1 {
+		t.Errorf("the unknown sandbox was touched: %d left", got)
+	}
+}

@@ -1,0 +1,79 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// OrphanObserver receives orphan scan results. telemetry.Metrics satisfies it.
+type OrphanObserver interface {
+	OrphanVerdicts(unknownSandboxes, missingClaims int)
+	OrphanScan(ok bool)
+}
+
+// ScanOrphans audits the claim table against the sandboxd listing every
+// interval. It only reports, and it never releases anything:
+//   - unknown: listed sandboxes that no claim knows about (for example a
+//     lost claim response whose token could not be recovered);
+//   - missing: claims whose sandbox is not listed.
+//
+// A failed listing is not an empty list: that cycle is skipped. Each
+// verdict is logged once, when it first appears.
+func (e *Engine) ScanOrphans(ctx context.Context, interval time.Duration, obs OrphanObserver) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	seen := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			seen = e.scanOrphans(ctx, obs, seen)
+		}
+	}
+}
+
+func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[string]bool) map[string]bool {
+	rows, err := e.sbx.List(ctx, "")
+	if err != nil {
+		obs.OrphanScan(false)
+		e.log.Warn("orphan scan: sandboxd listing failed; cycle skipped", "error", err)
+		return seen
+	}
+	obs.OrphanScan(true)
+	listed := make(map[string]string, len(rows))
+	for _, r := range rows {
+		listed[r.ID] = r.ClaimRef
+	}
+	held := map[string]struct{}{}
+	now := map[string]bool{}
+	missing := 0
+	e.store.Range(func(key string, c store.Claim) bool {
+		held[c.ID] = struct{}{}
+		if _, ok := listed[c.ID]; !ok {
+			missing++
+			v := "missing/" + c.ID
+			now[v] = true
+			if !seen[v] {
+				e.log.Warn("orphan scan: a claim's sandbox is not listed by sandboxd", "pod", key, "claim", c.ID)
+			}
+		}
+		return true
+	})
+	unknown := 0
+	for id, ref := range listed {
+		if _, ok := held[id]; ok {
+			continue
+		}
+		unknown++
+		v := "unknown/" + id
+		now[v] = true
+		if !seen[v] {
+			e.log.Warn("orphan scan: sandboxd lists a sandbox no claim knows about; it is left to its lease", "sandbox", id, "claim_ref", ref)
+		}
+	}
+	obs.OrphanVerdicts(unknown, missing)
+	return now
+}

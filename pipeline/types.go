@@ -1,0 +1,108 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// PodRef names one generation of a sandbox Pod.
+type PodRef struct {
+	Key      string // namespace/name; also the sandboxd claim_ref
+	UID      string
+	OwnerUID string // controller ownerReference UID; empty for a bare Pod
+	Owner    string // controller owner as apiVersion/kind/name; recorded with the claim
+}
+
+func (r PodRef) String() string { return r.Key }
+
+// ClaimSpec is what a claim asks sandboxd for (parsed annotations).
+type ClaimSpec struct {
+	Template   string
+	Net        string
+	Size       string
+	TTLSeconds int64
+}
+
+// Intent is the newest desired state for one Pod UID.
+type Intent struct {
+	Ref  PodRef
+	Spec ClaimSpec
+}
+
+// State is where a claim row stands.
+type State int
+
+const (
+	StateNone State = iota
+	StateTentative
+	StateQuarantined
+	StateDurable
+)
+
+func (s State) String() string {
+	switch s {
+	case StateTentative:
+		return "tentative"
+	case StateQuarantined:
+		return "quarantined"
+	case StateDurable:
+		return "durable"
+	}
+	return "none"
+}
+
+// ClaimView is a claim row with its state.
+type ClaimView struct {
+	store.Claim
+	State State
+}
+
+// Reporter receives the outcomes that become Pod status. The kube package
+// implements it. Each method must re-check that ref still names the Pod it
+// would publish to (the key may belong to a newer generation by now), and
+// must not block for long: it is called on a pipeline worker.
+type Reporter interface {
+	// Running: the claim is durable and bound to ref.UID.
+	Running(ctx context.Context, ref PodRef, c store.Claim, adopted bool)
+	// Pending: no usable claim yet; reason is a CamelCase Kubernetes reason.
+	Pending(ctx context.Context, ref PodRef, reason, message string)
+	// Expired: the lease ended and sandboxd confirmed the sandbox is gone.
+	Expired(ctx context.Context, ref PodRef, c store.Claim)
+}
+
+// Sandboxd is the subset of *pool.Client the pipeline uses.
+type Sandboxd interface {
+	Claim(ctx context.Context, r pool.ClaimRequest) (pool.ClaimResponse, error)
+	Release(ctx context.Context, id, token string) error
+	List(ctx context.Context, claimRef string) ([]pool.Sandbox, error)
+	Get(ctx context.Context, id string) (pool.Sandbox, error)
+}
+
+// Store is the subset of *store.Store the pipeline uses.
+type Store interface {
+	Put(ctx context.Context, key string, c store.Claim) error
+	Delete(ctx context.Context, key string) error
+	Get(key string) (store.Claim, bool)
+	Range(fn func(key string, c store.Claim) bool)
+	Len() int
+}
+
+// Verdict is the delete authorization decision (DESIGN §5).
+type Verdict struct {
+	Release bool   // false: preserve
+	Reason  string // e.g. "bare-pod", "owner-gone", "owner-alive", "owner-get-error"
+}
+
+// Observer receives pipeline metrics. telemetry.Metrics satisfies it.
+type Observer interface {
+	ClaimLatency(ctx context.Context, outcome string, d time.Duration)
+	Decision(ctx context.Context, kind, reason string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ClaimLatency(context.Context, string, time.Duration) {}
+func (nopObserver) Decision(context.Context, string, string)            {}
