@@ -1,0 +1,258 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// request is one caller's Apply waiting for the writer.
+type request struct {
+	ops  []encodedOp
+	one  [1]encodedOp // backing for the common single-op request
+	done chan error   // buffered: the writer never blocks on a caller
+	// taken and cancelled are guarded by queue.mu. Once taken, the request
+	// belongs to a batch and its outcome is delivered on done; before that,
+	// its caller may withdraw it.
+	taken, cancelled bool
+}
+
+// queue is the hand-off from callers to the single writer. It is a slice
+// under a mutex rather than a channel so that the writer takes everything
+// pending in one step (the group), and so that a caller whose context ends
+// can tell whether the writer already owns its request.
+type queue struct {
+	mu      sync.Mutex
+	pending []*request
+	closed  bool
+	wake    chan struct{} // capacity 1: "pending is not empty, or closed"
+}
+
+func (q *queue) push(r *request) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	q.pending = append(q.pending, r)
+	q.mu.Unlock()
+	q.signal()
+	return nil
+}
+
+func (q *queue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take blocks until requests are pending and returns all of them (withdrawn
+// ones dropped), or returns nil once the queue is closed and drained. spare
+// is recycled as the next pending slice.
+func (q *queue) take(spare []*request) []*request {
+	for {
+		q.mu.Lock()
+		var batch []*request
+		if len(q.pending) > 0 {
+			batch = q.pending[:0]
+			for _, r := range q.pending {
+				if !r.cancelled {
+					r.taken = true
+					batch = append(batch, r)
+				}
+			}
+			clear(q.pending[len(batch):])
+			q.pending = spare[:0]
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if len(batch) > 0 {
+			return batch
+		}
+		if batch != nil {
+			spare = batch // everything was withdrawn: that slice is free again
+		}
+		if closed {
+			return nil
+		}
+		<-q.wake
+	}
+}
+
+// gather lets the woken callers of the batch just acknowledged queue their
+// next commits before the writer takes the next batch. They sit in the
+// writer's run queue, and without a yield they would wait behind its
+// syscalls and miss the batch: batches shrink and fsyncs multiply. It yields
+// until all of them are back or the queue stops growing for two yields in a
+// row, so an idle store pays two yields per commit, and it never sleeps.
+func (q *queue) gather(woken int) {
+	target := q.len() + woken
+	still := 0
+	for range 64 {
+		n := q.len()
+		if n >= target {
+			return
+		}
+		runtime.Gosched()
+		if q.len() > n {
+			still = 0
+		} else if still++; still == 2 {
+			return
+		}
+	}
+}
+
+func (q *queue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+// close stops accepting requests; it reports false if already closed.
+func (q *queue) close() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	q.closed = true
+	q.signal()
+	return true
+}
+
+func (q *queue) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
+// Apply commits ops, in order, as part of one group commit, and returns nil
+// once all of them are durable. It is all-or-nothing while the process
+// lives (memory changes only after the whole batch is fsynced), but not
+// across a crash: if Apply did not return nil, any prefix of ops may survive
+// a restart. ctx is honoured as in Put.
+func (s *Store) Apply(ctx context.Context, ops ...Op) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store: commit not started: %w", err)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	r := &request{done: make(chan error, 1)}
+	if len(ops) == 1 {
+		r.ops = r.one[:]
+	} else {
+		r.ops = make([]encodedOp, len(ops))
+	}
+	for i, op := range ops {
+		e, err := encodeOp(op)
+		if err != nil {
+			return err
+		}
+		r.ops[i] = e
+	}
+	if err := s.q.push(r); err != nil {
+		return err
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+	}
+	s.q.mu.Lock()
+	if !r.taken {
+		r.cancelled = true
+		s.q.mu.Unlock()
+		return fmt.Errorf("store: commit not started: %w", ctx.Err())
+	}
+	s.q.mu.Unlock()
+	// The writer owns the request: report its real outcome, never "unknown".
+	return <-r.done
+}
+
+// run is the writer: one goroutine that drains all pending requests, appends
+// them with one write and one fsync, applies them to memory and only then
+// acknowledges them.
+func (s *Store) run() {
+	defer close(s.done)
+	var spare []*request
+	for {
+		batch := s.q.take(spare)
+		if batch == nil {
+			return
+		}
+		err := s.commit(batch)
+		for i, r := range batch {
+			r.done <- err
+			batch[i] = nil
+		}
+		spare = batch
+		if err == nil {
+			s.maybeCompact()
+		}
+		s.q.gather(len(batch))
+	}
+}
+
+// commit makes batch durable and applies it to memory. On any failure no
+// caller is acknowledged, memory is unchanged, and the store is dirty: the
+// file may hold part of the batch, or all of it unsynced, so the next commit
+// rebuilds the file from memory before it appends.
+func (s *Store) commit(batch []*request) error {
+	if s.dirty {
+		if err := s.rewrite("recover from an earlier failed commit"); err != nil {
+			return err
+		}
+	}
+	buf, n := s.buf[:0], 0
+	for _, r := range batch {
+		for i := range r.ops {
+			buf = append(buf, r.ops[i].line...)
+			n++
+		}
+	}
+	if cap(buf) <= 1<<20 {
+		s.buf = buf
+	} else {
+		s.buf = nil
+	}
+	if err := s.write(buf); err != nil {
+		s.dirty = true
+		return fmt.Errorf("store: %s: append %d records: %w", s.path, n, err)
+	}
+	took, err := s.syncFile(s.f)
+	if err != nil {
+		s.dirty = true
+		return fmt.Errorf("store: %s: fsync after appending %d records (not acknowledged): %w", s.path, n, err)
+	}
+	s.records += n
+	s.mu.Lock()
+	for _, r := range batch {
+		for i := range r.ops {
+			op := &r.ops[i]
+			if op.del {
+				delete(s.rows, op.key)
+			} else {
+				s.rows[op.key] = row{claim: op.claim, line: op.line}
+			}
+		}
+	}
+	s.mu.Unlock()
+	if s.opts.Observer != nil {
+		s.opts.Observer.Commit(len(batch), len(buf), took)
+	}
+	return nil
+}
+
+// write appends buf with one write call. The "write" failpoint simulates a
+// short write (half of buf lands, then an error), as with ENOSPC.
+func (s *Store) write(buf []byte) error {
+	if err := s.failpoint("write"); err != nil {
+		s.f.Write(buf[:len(buf)/2])
+		return err
+	}
+	_, err := s.f.Write(buf)
+	return err
+}

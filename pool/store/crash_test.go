@@ -1,0 +1,234 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	helperPathEnv = "STORE_CRASH_HELPER_PATH"
+	helperRunEnv  = "STORE_CRASH_HELPER_RUN"
+	stormWorkers  = 8
+	stormKeys     = 6 // per worker
+)
+
+// stormClaim is the claim the storm stores for value v, so the parent can
+// check every field, not only presence.
+func stormClaim(v string) Claim {
+	at := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	return Claim{ID: v, Token: secretPrefix + v, Address: "10.0.0.1", PodUID: "uid-" + v,
+		ClaimedAt: at, Deadline: at.Add(time.Hour), OwnerUID: "owner"}
+}
+
+// TestHelperCommitStorm is the child of TestCrashKeepsEveryAcknowledgedCommit:
+// several goroutines commit puts and deletes on their own keys until the
+// process is killed. Before each op it prints "I <op> <key> [value]" (the
+// op may be in flight), and after the op returned nil "A <op> <key>
+// [value]" (acknowledged), straight to the stdout pipe.
+func TestHelperCommitStorm(t *testing.T) {
+	path := os.Getenv(helperPathEnv)
+	if path == "" {
+		t.Skip("child process of TestCrashKeepsEveryAcknowledgedCommit")
+	}
+	var mu sync.Mutex
+	emit := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(os.Stdout, format+"\n", args...)
+	}
+	s, err := Open(path, Options{CompactMin: 64, Logger: quiet()}) // compact often: crash inside it too
+	if err != nil {
+		emit("OPENFAIL %v", err)
+		os.Exit(3)
+	}
+	emit("READY")
+	run := os.Getenv(helperRunEnv)
+	ctx := context.Background()
+	for g := range stormWorkers {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
+			for i := 0; ; i++ {
+				key := fmt.Sprintf("ns/w%d-k%d", g, rng.IntN(stormKeys))
+				if rng.IntN(10) < 3 {
+					emit("I D %s", key)
+					if err := s.Delete(ctx, key); err != nil {
+						emit("ERR %v", err)
+						os.Exit(4)
+					}
+					emit("A D %s", key)
+					continue
+				}
+				v := fmt.Sprintf("r%s-w%d-%d", run, g, i)
+				emit("I P %s %s", key, v)
+				if err := s.Put(ctx, key, stormClaim(v)); err != nil {
+					emit("ERR %v", err)
+					os.Exit(4)
+				}
+				emit("A P %s %s", key, v)
+			}
+		}()
+	}
+	select {} // until SIGKILL
+}
+
+// stormOutcome is what one child's output allows for a key: the state after
+// its acknowledged ops, or, if an op was in flight at the kill, the state
+// after that op too. "" means absent.
+type stormOutcome struct {
+	acked    string
+	inFlight *string
+}
+
+func TestCrashKeepsEveryAcknowledgedCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns 20 child processes")
+	}
+	const runs = 20
+	path := statePath(t)
+	model := map[string]string{} // verified durable state: key -> value
+	var ackedPuts, ackedDels, inFlightLanded, inFlightLost, tornRecoveries int
+	for run := range runs {
+		lines, err := runStorm(t, path, run, time.Duration(5+rand.IntN(76))*time.Millisecond)
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		outcomes := map[string]*stormOutcome{}
+		for _, l := range lines {
+			f := strings.Fields(l)
+			if len(f) < 3 || (f[0] != "I" && f[0] != "A") {
+				if l != "READY" {
+					t.Fatalf("run %d: child said %q", run, l)
+				}
+				continue
+			}
+			key, val := f[2], ""
+			if f[1] == "P" {
+				val = f[3]
+			}
+			o := outcomes[key]
+			if o == nil {
+				prev := model[key]
+				o = &stormOutcome{acked: prev}
+				outcomes[key] = o
+			}
+			if f[0] == "I" {
+				o.inFlight = &val
+				continue
+			}
+			o.acked, o.inFlight = val, nil
+			if f[1] == "P" {
+				ackedPuts++
+			} else {
+				ackedDels++
+			}
+		}
+
+		lg, logs := capture()
+		s, err := Open(path, Options{Logger: lg})
+		if err != nil {
+			t.Fatalf("run %d: Open after SIGKILL failed: %v", run, err)
+		}
+		if strings.Contains(logs.String(), "torn tail") {
+			tornRecoveries++
+		}
+		got := map[string]string{}
+		s.Range(func(k string, c Claim) bool {
+			if !sameClaim(c, stormClaim(c.ID)) {
+				t.Errorf("run %d: %s holds a damaged claim %+v", run, k, c)
+			}
+			got[k] = c.ID
+			return true
+		})
+		mustClose(t, s)
+		for k, v := range model {
+			if _, touched := outcomes[k]; !touched && got[k] != v {
+				t.Fatalf("run %d: untouched key %s is %q, was %q", run, k, got[k], v)
+			}
+		}
+		for k, o := range outcomes {
+			switch g := got[k]; {
+			case g == o.acked:
+				if o.inFlight != nil && *o.inFlight != o.acked {
+					inFlightLost++
+				}
+			case o.inFlight != nil && g == *o.inFlight:
+				inFlightLanded++
+			default:
+				t.Fatalf("run %d: key %s is %q after the crash; acknowledged state %q (in flight: %v)",
+					run, k, g, o.acked, o.inFlight)
+			}
+		}
+		for k := range got {
+			if _, known := model[k]; !known && outcomes[k] == nil {
+				t.Fatalf("run %d: key %s appeared from nowhere", run, k)
+			}
+		}
+		model = got
+	}
+	t.Logf("%d SIGKILLs: %d acknowledged puts and %d acknowledged deletes all kept; "+
+		"in-flight ops at the kill: %d landed, %d did not; %d torn tails truncated; %d rows at the end",
+		runs, ackedPuts, ackedDels, inFlightLanded, inFlightLost, tornRecoveries, len(model))
+	if ackedPuts == 0 {
+		t.Fatal("the children acknowledged nothing: the test proved nothing")
+	}
+}
+
+// runStorm runs the child against path, SIGKILLs it delay after it is
+// ready, and returns everything it printed.
+func runStorm(t *testing.T, path string, run int, delay time.Duration) ([]string, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCommitStorm$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperPathEnv+"="+path, helperRunEnv+"="+strconv.Itoa(run))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	done := make(chan []string)
+	go func() {
+		var lines []string
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "READY" {
+				close(ready)
+			}
+			lines = append(lines, sc.Text())
+		}
+		done <- lines
+	}()
+	select {
+	case <-ready:
+	case lines := <-done:
+		cmd.Wait()
+		return nil, fmt.Errorf("child exited before it was ready: %q, stderr:\n%s", lines, stderr.String())
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		return nil, fmt.Errorf("child not ready after 30s")
+	}
+	time.Sleep(delay)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return nil, err
+	}
+	lines := <-done // EOF once the child is dead: all it wrote is read
+	cmd.Wait()
+	for _, l := range lines {
+		if strings.HasPrefix(l, "ERR") || strings.HasPrefix(l, "OPENFAIL") {
+			return nil, fmt.Errorf("child failed: %s", l)
+		}
+	}
+	return lines, nil
+}

@@ -1,0 +1,306 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Claim is one row: the credentials needed to release a VM this node
+// delivered. The JSON names are exactly those of the reference's claims.json.
+type Claim struct {
+	ID        string    `json:"id"`
+	Token     string    `json:"token"`
+	Address   string    `json:"address"`
+	PodUID    string    `json:"podUID"`
+	ClaimedAt time.Time `json:"claimedAt"`
+	Deadline  time.Time `json:"deadline"`
+	// OwnerUID is the UID of the Pod's controller owner. The reference format
+	// has no such field; rows migrated from it leave it empty.
+	OwnerUID string `json:"ownerUID,omitempty"`
+	// Owner names the controller owner (apiVersion/kind/name), so that a
+	// Pod deleted while this process was down can still be authorized
+	// against its owner after a restart. Empty for bare Pods.
+	Owner string `json:"owner,omitempty"`
+}
+
+// Observer is told about every group commit once it is durable: how many
+// callers it acknowledged, how many bytes it appended and how long the fsync
+// took (zero with UnsafeNoFsync). Commit runs on the writer goroutine, so it
+// must be quick and must not call back into the Store.
+type Observer interface {
+	Commit(batch int, bytes int, fsync time.Duration)
+}
+
+// Options configures a Store. The zero value is the production setting.
+type Options struct {
+	// UnsafeNoFsync skips every fsync. A crash can then lose acknowledged
+	// commits. For tests and benchmarks only.
+	UnsafeNoFsync bool
+	// Observer, if set, sees every group commit.
+	Observer Observer
+	// SlowFsync is the threshold above which an fsync is logged as a
+	// warning. Default 100ms.
+	SlowFsync time.Duration
+	// Logger receives recovery, compaction and slow-fsync reports. It never
+	// sees a token. Default slog.Default().
+	Logger *slog.Logger
+	// CompactMin is the smallest log, in records, that is compacted: the
+	// log is rewritten once it holds more than max(CompactMin, 2*live)
+	// records. Default 1024.
+	CompactMin int
+
+	// failpoint, when set (tests only), is consulted at named points of the
+	// write path; a non-nil result is treated as the failure of that step.
+	failpoint func(point string) error
+}
+
+const (
+	defaultSlowFsync  = 100 * time.Millisecond
+	defaultCompactMin = 1024
+)
+
+// ErrClosed is returned by every mutating call on a closed Store.
+var ErrClosed = errors.New("store: closed")
+
+// row is one live claim as held in memory. line is its put record exactly
+// as it is on disk, so compaction copies bytes instead of re-encoding.
+type row struct {
+	claim Claim
+	line  []byte
+}
+
+// Store is the durable claim table. All methods are safe for concurrent use.
+//
+// Invariants:
+//   - rows holds only durable state: the writer applies a batch to rows
+//     after its bytes are fsynced and before any of its callers is
+//     acknowledged, so Get never returns a row that a crash could lose.
+//   - Only the writer goroutine (or Open/Close while no writer runs)
+//     mutates rows, f, records and dirty.
+//   - dirty means the file may not equal rows (a write or fsync failed, or a
+//     rename was not followed by a successful directory fsync). The next
+//     commit rewrites the file from rows before appending anything.
+type Store struct {
+	path string
+	dir  string
+	opts Options
+	lg   *slog.Logger
+	lock *os.File
+
+	mu   sync.RWMutex
+	rows map[string]row
+
+	q    queue
+	done chan struct{} // closed when the writer goroutine exits
+
+	// Owned by the writer.
+	f         *os.File
+	records   int           // records in the current log file
+	dirty     bool          // see the type comment
+	compactAt int           // after a failed compaction, do not retry before this many records
+	buf       []byte        // batch buffer, reused
+	wbuf      *bufio.Writer // rewrite buffer, reused
+}
+
+// Open opens the claim store at path, creating its directory (0700) and file
+// (0600) if needed. It takes an exclusive lock on path+".lock", removes stale
+// compaction temp files, loads the table, truncates a torn tail, and migrates
+// a reference-format file to the log format. A corrupt file yields a
+// *CorruptError; the Store refuses to start rather than guess.
+func Open(path string, o Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("store: empty state path")
+	}
+	path = filepath.Clean(path)
+	if o.SlowFsync <= 0 {
+		o.SlowFsync = defaultSlowFsync
+	}
+	if o.CompactMin <= 0 {
+		o.CompactMin = defaultCompactMin
+	}
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	s := &Store{
+		path: path,
+		dir:  filepath.Dir(path),
+		opts: o,
+		lg:   lg.With("path", path),
+		done: make(chan struct{}),
+	}
+	s.q.wake = make(chan struct{}, 1)
+	if err := s.makeDir(); err != nil {
+		return nil, fmt.Errorf("store: %s: create directory: %w", path, err)
+	}
+	s.checkDirMode()
+	lock, err := lockFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
+	if err := s.recover(); err != nil {
+		if s.f != nil {
+			s.f.Close()
+		}
+		unlockFile(lock)
+		return nil, err
+	}
+	go s.run()
+	return s, nil
+}
+
+// recover loads the file into rows and leaves f open at the end of a valid
+// log. It runs under the lock, before the writer starts.
+func (s *Store) recover() error {
+	s.removeStaleTemps()
+	ld, err := load(s.path)
+	if err != nil {
+		return err
+	}
+	s.rows, s.records = ld.rows, ld.records
+	if ld.torn != nil {
+		if err := s.repair(ld.torn); err != nil {
+			return err
+		}
+	}
+	if ld.reference {
+		return s.migrate()
+	}
+	return s.openLog()
+}
+
+// openLog opens (or creates) the log for appending.
+func (s *Store) openLog() error {
+	_, statErr := os.Stat(s.path)
+	created := errors.Is(statErr, os.ErrNotExist)
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: %s: open for append: %w", s.path, err)
+	}
+	s.f = f
+	if created {
+		// The file exists for a crash only once its directory entry does.
+		if err := s.syncDir(); err != nil {
+			return fmt.Errorf("store: %s: after create: %w", s.path, err)
+		}
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("store: %s: stat: %w", s.path, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		// The file holds release tokens: tighten it rather than serve them.
+		s.lg.Warn("claim store: state file readable by others; setting mode 0600", "mode", perm.String())
+		if err := f.Chmod(0o600); err != nil {
+			return fmt.Errorf("store: %s: chmod 0600: %w", s.path, err)
+		}
+	}
+	return nil
+}
+
+// Put records c under key. It returns nil only once the record is durable
+// (its bytes fsynced, and the file's directory entry fsynced when the file
+// was created or replaced). Concurrent Puts share one write and one fsync.
+//
+// ctx bounds only the wait for the writer to take the request. Once taken,
+// Put waits for the outcome, so the caller always learns it: nil means
+// durable; an error means not acknowledged. (A commit that failed may still
+// surface after a crash; it is never reported as durable when it is not.)
+func (s *Store) Put(ctx context.Context, key string, c Claim) error {
+	return s.Apply(ctx, Op{Key: key, Claim: c})
+}
+
+// Delete durably removes key. Deleting a key that is not in the durable
+// table is a no-op success and costs no fsync.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	s.mu.RLock()
+	_, ok := s.rows[key]
+	s.mu.RUnlock()
+	if !ok {
+		if s.q.isClosed() {
+			return ErrClosed
+		}
+		return nil
+	}
+	return s.Apply(ctx, Op{Key: key, Delete: true})
+}
+
+// Get returns the durable claim for key. It never touches the disk.
+func (s *Store) Get(key string) (Claim, bool) {
+	s.mu.RLock()
+	r, ok := s.rows[key]
+	s.mu.RUnlock()
+	return r.claim, ok
+}
+
+// Range calls fn for every durable row until fn returns false. It iterates
+// a snapshot taken at the call (one O(n) copy), so fn may call Put and
+// Delete; it does not see their effects.
+func (s *Store) Range(fn func(key string, c Claim) bool) {
+	type kv struct {
+		key   string
+		claim Claim
+	}
+	s.mu.RLock()
+	snap := make([]kv, 0, len(s.rows))
+	for k, r := range s.rows {
+		snap = append(snap, kv{k, r.claim})
+	}
+	s.mu.RUnlock()
+	for _, e := range snap {
+		if !fn(e.key, e.claim) {
+			return
+		}
+	}
+}
+
+// Len is the number of durable rows.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.rows)
+}
+
+// Path is the state file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close commits every request already queued, stops the writer, rewrites the
+// file if an earlier failure left it dirty, and releases the lock. Get, Range
+// and Len keep serving the last durable table; mutating calls and a second
+// Close return ErrClosed.
+func (s *Store) Close() error {
+	if !s.q.close() {
+		return ErrClosed
+	}
+	<-s.done
+	var errs []error
+	if s.dirty {
+		if err := s.rewrite("close after failed commit"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.f.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: %s: close: %w", s.path, err))
+	}
+	if err := unlockFile(s.lock); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// failpoint lets tests fail a named step of the write path.
+func (s *Store) failpoint(point string) error {
+	if s.opts.failpoint == nil {
+		return nil
+	}
+	return s.opts.failpoint(point)
+}
