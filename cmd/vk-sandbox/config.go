@@ -1,0 +1,137 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is every flag of the binary. Each flag's default comes from its
+// environment variable when that is set, so a flag on the command line
+// always wins over the environment (DESIGN §9).
+type config struct {
+	NodeName, NodeIP, ListenAddr string
+	TLSCert, TLSKey              string
+	NodeCPU, NodeMemory          string
+	NodePods                     int
+	SandboxdURL, AdvertiseAddr   string
+	TokenFile                    string
+	StatePath                    string
+	OrphanScanInterval           time.Duration
+	PublishInventory             bool
+	PublishInterval              time.Duration
+	NodeLabels                   string
+	KubeAPIQPS                   float64
+	KubeAPIBurst                 int
+	Kubeconfig                   string
+
+	Shards, WorkersPerShard, QueueDepth int
+	VKWorkers                           int
+	MetricsAddr                         string
+	LogLevel                            string
+	RequeueMax                          time.Duration
+	OwnerGetTimeout                     time.Duration
+	LeaseCheckInterval                  time.Duration
+	ShutdownTimeout                     time.Duration
+	DefaultRateLimiters                 bool
+	UnsafeKubeletNoAuth                 bool
+	UnsafeNoFsync                       bool
+	Version                             bool
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && name != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(env(name, "")); err == nil {
+		return v
+	}
+	return def
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("vk-sandbox", flag.ContinueOnError)
+	fs.StringVar(&c.NodeName, "node-name", env("VK_NODE_NAME", "vk-sandboxd"), "virtual node name [VK_NODE_NAME]")
+	fs.StringVar(&c.NodeIP, "node-ip", env("VK_NODE_IP", ""), "node InternalIP address [VK_NODE_IP]")
+	fs.StringVar(&c.ListenAddr, "listen-addr", env("VK_LISTEN_ADDR", ":10260"), "kubelet API listen address; its port is advertised as the kubelet endpoint [VK_LISTEN_ADDR]")
+	fs.StringVar(&c.TLSCert, "tls-cert", env("VK_TLS_CERT", ""), "kubelet serving certificate (empty: self-signed P-256) [VK_TLS_CERT]")
+	fs.StringVar(&c.TLSKey, "tls-key", env("VK_TLS_KEY", ""), "kubelet serving key [VK_TLS_KEY]")
+	fs.StringVar(&c.NodeCPU, "node-cpu", env("VK_NODE_CPU", "4000"), "node cpu capacity [VK_NODE_CPU]")
+	fs.StringVar(&c.NodeMemory, "node-memory", env("VK_NODE_MEMORY", "8Ti"), "node memory capacity [VK_NODE_MEMORY]")
+	fs.IntVar(&c.NodePods, "node-pods", envInt("VK_NODE_PODS", 2000), "node pod capacity [VK_NODE_PODS]")
+	fs.StringVar(&c.SandboxdURL, "sandboxd-url", env("SANDBOXD_URL", "http://127.0.0.1:7777"), "sandboxd base URL [SANDBOXD_URL]")
+	fs.StringVar(&c.AdvertiseAddr, "sandboxd-advertise-addr", env("SANDBOXD_ADVERTISE_ADDR", ""), "sandboxd address published in NodeInventory (default: host:port of --sandboxd-url) [SANDBOXD_ADVERTISE_ADDR]")
+	fs.StringVar(&c.TokenFile, "sandboxd-token-file", env("SANDBOXD_TOKEN_FILE", ""), "file holding the sandboxd node token [SANDBOXD_TOKEN_FILE]")
+	fs.StringVar(&c.StatePath, "state-path", env("VK_STATE_PATH", "/var/lib/vk-sandbox/claims.json"), "claim state file: the only authority to release this node's VMs (required, must be writable) [VK_STATE_PATH]")
+	fs.DurationVar(&c.OrphanScanInterval, "orphan-scan-interval", 60*time.Second, "orphan audit interval; 0 disables (reports only, never releases)")
+	fs.BoolVar(&c.PublishInventory, "publish-inventory", false, "server-side-apply a NodeInventory object for this node")
+	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "NodeInventory publish interval")
+	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]")
+	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 200, "client-side QPS limit towards the apiserver")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 400, "client-side burst towards the apiserver")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig path, used when not in-cluster [KUBECONFIG]")
+	fs.IntVar(&c.Shards, "shards", envInt("VK_SHARDS", 8), "claim pipeline shards (queues keyed by Pod UID) [VK_SHARDS]")
+	fs.IntVar(&c.WorkersPerShard, "workers-per-shard", envInt("VK_WORKERS_PER_SHARD", 32), "claim workers per shard [VK_WORKERS_PER_SHARD]")
+	fs.IntVar(&c.QueueDepth, "queue-depth", envInt("VK_QUEUE_DEPTH", 1024), "Pods holding an intent per shard before CreatePod waits (backpressure) [VK_QUEUE_DEPTH]")
+	fs.IntVar(&c.VKWorkers, "vk-workers", envInt("VK_VK_WORKERS", 64), "virtual-kubelet sync/status workers [VK_VK_WORKERS]")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("VK_METRICS_ADDR", ":10261"), "Prometheus /metrics, /healthz and /readyz listen address; empty disables [VK_METRICS_ADDR]")
+	fs.StringVar(&c.LogLevel, "log-level", env("VK_LOG_LEVEL", "info"), "debug, info, warn or error [VK_LOG_LEVEL]")
+	fs.DurationVar(&c.RequeueMax, "requeue-max", 30*time.Second, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
+	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", 5*time.Second, "timeout of the owner GET on delete; a timeout preserves the VM")
+	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight claims")
+	fs.BoolVar(&c.DefaultRateLimiters, "default-rate-limiters", false, "keep virtual-kubelet's 10 qps/100 burst queue limiter (benchmark comparison only)")
+	fs.BoolVar(&c.UnsafeKubeletNoAuth, "unsafe-kubelet-no-auth", false, "serve the kubelet API without TokenReview/SubjectAccessReview (tests only)")
+	fs.BoolVar(&c.UnsafeNoFsync, "unsafe-no-fsync", false, "do not fsync the state file (benchmarks only: a crash loses release credentials)")
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if c.AdvertiseAddr == "" {
+		u, err := url.Parse(c.SandboxdURL)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("--sandboxd-url %q: not a URL with a host", c.SandboxdURL)
+		}
+		c.AdvertiseAddr = u.Host
+	}
+	if strings.TrimSpace(c.StatePath) == "" {
+		return nil, fmt.Errorf("--state-path is required")
+	}
+	return c, nil
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--node-labels: %q is not k=v", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--sandboxd-token-file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}

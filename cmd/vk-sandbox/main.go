@@ -1,0 +1,51 @@
+// Command vk-sandbox is a virtual-kubelet provider that serves sandbox Pods
+// from the node-local sandboxd warm pool. See docs/configuration.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/cocoonstack/vk-sandbox/telemetry"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vk-sandbox:", err)
+		os.Exit(2)
+	}
+	if cfg.Version {
+		fmt.Println("vk-sandbox", version)
+		return
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "vk-sandbox: --log-level:", err)
+		os.Exit(2)
+	}
+	log := telemetry.NewLogger(os.Stderr, level, true)
+	slog.SetDefault(log)
+
+	// SIGTERM/SIGINT stop intake, let in-flight claims finish or roll back,
+	// flush the state file, and exit 0. Shutdown never releases a VM.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("vk-sandbox stopped", "error", err)
+		os.Exit(1)
+	}
+	log.Info("vk-sandbox stopped cleanly")
+}

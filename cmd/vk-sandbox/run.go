@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+	"github.com/cocoonstack/vk-sandbox/telemetry"
+)
+
+func run(ctx context.Context, cfg *config, log *slog.Logger) error {
+	tel, err := telemetry.Setup(ctx, telemetry.Config{Version: version, NodeName: cfg.NodeName})
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+
+	// The state file is the only authority to destroy this node's VMs:
+	// refuse to run without it (unwritable, locked or corrupt is fatal).
+	st, err := store.Open(cfg.StatePath, store.Options{
+		UnsafeNoFsync: cfg.UnsafeNoFsync, Observer: tel.Metrics.StoreObserver(), Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing the state file", "path", cfg.StatePath, "error", err)
+		}
+	}()
+
+	token, err := readToken(cfg.TokenFile)
+	if err != nil {
+		return err
+	}
+	sbx, err := pool.NewClient(pool.ClientOptions{BaseURL: cfg.SandboxdURL, Token: token, Observer: tel.Metrics.SandboxdObserver()})
+	if err != nil {
+		return fmt.Errorf("sandboxd client: %w", err)
+	}
+
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	// Events get their own client (and rate limiter), so that a burst of
+	// Events never delays a status push.
+	eventClient, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	eb := record.NewBroadcaster()
+	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
+	defer eb.Shutdown()
+	recorder := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vk-sandbox", Host: cfg.NodeName})
+
+	prov := kube.NewProvider(&kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}, recorder, log)
+	eng, err := pipeline.New(pipeline.Config{
+		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
+		Sandboxd: sbx, Store: st, Reporter: prov, Observer: tel.Metrics, Logger: log,
+		RequeueMax: cfg.RequeueMax,
+	})
+	if err != nil {
+		return err
+	}
+	prov.SetEngine(eng)
+	if n := prov.Restore(eng.Range); n > 0 {
+		log.Info("restored claims from the state file; Pods deleted while this process was down are released or preserved by their owner", "rows", n)
+	}
+	tel.Metrics.RegisterWorkers(cfg.Shards, cfg.WorkersPerShard)
+	tel.Metrics.RegisterQueueDepth(eng.QueueDepths)
+	tel.Metrics.RegisterClaims(eng.Counts)
+
+	labels, err := parseLabels(cfg.NodeLabels)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := kube.KubeletTLS(cfg.TLSCert, cfg.TLSKey, cfg.NodeName, cfg.NodeIP)
+	if err != nil {
+		return err
+	}
+	node, err := kube.NewNode(kube.NodeOptions{
+		Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
+		CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
+		Client: client, EventRecorder: recorder, Workers: cfg.VKWorkers,
+		DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth,
+	}, prov)
+	if err != nil {
+		return err
+	}
+
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+	go eng.Run(engCtx)
+	go eng.WatchLeases(engCtx, cfg.LeaseCheckInterval)
+	if cfg.OrphanScanInterval > 0 {
+		go eng.ScanOrphans(engCtx, cfg.OrphanScanInterval, tel.Metrics)
+	}
+	if cfg.PublishInventory {
+		inv := &kube.InventoryPublisher{
+			Dynamic: dyn, Sandboxd: sbx, Claims: eng, Node: cfg.NodeName,
+			Address: cfg.AdvertiseAddr, Log: log, Metrics: tel.Metrics,
+		}
+		go inv.Run(engCtx, cfg.PublishInterval)
+	}
+
+	if cfg.MetricsAddr != "" {
+		srv := &http.Server{Addr: cfg.MetricsAddr, Handler: tel.Handler(readiness(node)), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "addr", cfg.MetricsAddr, "error", err)
+			}
+		}()
+		defer srv.Close()
+	}
+
+	log.Info("vk-sandbox starting", "node", cfg.NodeName, "sandboxd", cfg.SandboxdURL, "state", cfg.StatePath, "version", version)
+	nodeErr := make(chan error, 1)
+	go func() { nodeErr <- node.Run(ctx) }()
+	select {
+	case err = <-nodeErr:
+		if ctx.Err() == nil {
+			err = fmt.Errorf("virtual node: %w", err)
+		} else {
+			err = nil
+		}
+	case <-ctx.Done():
+		log.Info("shutdown: stopping intake")
+		select {
+		case <-nodeErr:
+		case <-time.After(cfg.ShutdownTimeout):
+			log.Warn("shutdown: the virtual node did not stop in time")
+		}
+	}
+	// In-flight transactions finish (or roll back); queued ones stay Pending
+	// for the next process. Then the deferred Close flushes the state file.
+	done := make(chan struct{})
+	go func() { eng.Shutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cfg.ShutdownTimeout):
+		log.Warn("shutdown: in-flight claims did not finish in time")
+	}
+	return err
+}
+
+func readiness(n *nodeutil.Node) func() error {
+	return func() error {
+		select {
+		case <-n.Ready():
+			return nil
+		default:
+			return errors.New("virtual node not ready yet")
+		}
+	}
+}
+
+// restConfig: in-cluster first, then --kubeconfig / $KUBECONFIG.
+func restConfig(cfg *config) (*rest.Config, error) {
+	rc, err := rest.InClusterConfig()
+	if err != nil {
+		if cfg.Kubeconfig == "" {
+			return nil, fmt.Errorf("kubeconfig: not in a cluster and no --kubeconfig or $KUBECONFIG")
+		}
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
+	}
+	rc.QPS = float32(cfg.KubeAPIQPS)
+	rc.Burst = cfg.KubeAPIBurst
+	rc.UserAgent = "vk-sandbox/" + version
+	return rc, nil
+}

@@ -1,0 +1,76 @@
+package kube
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+)
+
+// The Pod contract (DESIGN §3).
+const (
+	AnnRuntime  = "sandbox.cocoonstack.io/runtime"
+	AnnTemplate = "sandbox.cocoonstack.io/template"
+	AnnNet      = "sandbox.cocoonstack.io/net"
+	AnnSize     = "sandbox.cocoonstack.io/size"
+	AnnTTL      = "sandbox.cocoonstack.io/ttl-seconds"
+	AnnClaimID  = "sandbox.cocoonstack.io/claim-id" // out: written back; the token never is
+
+	RuntimeSandboxd = "sandboxd"
+	DefaultTTL      = 86400
+)
+
+// AnnotationError is a Pod that cannot become a claim as written. It is an
+// errdefs.InvalidInput, so virtual-kubelet fails the create, and no claim is
+// ever made for it.
+type AnnotationError struct {
+	Pod        string // namespace/name
+	Annotation string
+	Value      string
+	Reason     string
+}
+
+func (e *AnnotationError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("pod %s: annotation %s: %s", e.Pod, e.Annotation, e.Reason)
+	}
+	return fmt.Sprintf("pod %s: annotation %s=%q: %s", e.Pod, e.Annotation, e.Value, e.Reason)
+}
+
+// ParseClaimSpec reads the sandbox annotations of one Pod.
+//   - runtime: absent or "sandboxd"; anything else fails.
+//   - template: required.
+//   - ttl-seconds: absent means 86400; "0" means the sandboxd default; a
+//     negative or non-integer value fails.
+func ParseClaimSpec(key string, ann map[string]string) (pipeline.ClaimSpec, error) {
+	fail := func(a, v, why string) (pipeline.ClaimSpec, error) {
+		return pipeline.ClaimSpec{}, errdefs.AsInvalidInput(&AnnotationError{Pod: key, Annotation: a, Value: v, Reason: why})
+	}
+	if rt, ok := ann[AnnRuntime]; ok && rt != RuntimeSandboxd {
+		return fail(AnnRuntime, rt, "this node serves only runtime "+RuntimeSandboxd)
+	}
+	tmpl := strings.TrimSpace(ann[AnnTemplate])
+	if tmpl == "" {
+		return fail(AnnTemplate, "", "required: name the warm-pool template to claim from")
+	}
+	spec := pipeline.ClaimSpec{
+		Template:   tmpl,
+		Net:        strings.TrimSpace(ann[AnnNet]),
+		Size:       strings.TrimSpace(ann[AnnSize]),
+		TTLSeconds: DefaultTTL,
+	}
+	if v, ok := ann[AnnTTL]; ok {
+		ttl, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err != nil:
+			return fail(AnnTTL, v, "not an integer number of seconds")
+		case ttl < 0:
+			return fail(AnnTTL, v, "must not be negative (0 means the sandboxd default)")
+		}
+		spec.TTLSeconds = ttl
+	}
+	return spec, nil
+}

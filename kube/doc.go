@@ -1,0 +1,10 @@
+// Package kube is the Kubernetes face of vk-sandbox: the virtual-kubelet
+// node and PodLifecycleHandler, node identity, Pod status rendering, delete
+// authorization, Kubernetes Events, and kubelet TLS.
+//
+// Reads (GetPod, GetPods, GetPodStatus) are served from memory. CreatePod
+// validates the sandbox annotations and hands an intent to the pipeline;
+// the pipeline's outcome comes back through the Reporter methods, which
+// render status and push it to virtual-kubelet (an async provider).
+// DeletePod asks the owner, with a fresh GET, whether the VM may go.
+package kube

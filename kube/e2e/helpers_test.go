@@ -1,0 +1,349 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+)
+
+const (
+	rootToken = "e2e-root-token-0123456789abcdef"
+	waitFor   = 90 * time.Second // generous for 2 loaded CI cores; a pass takes far less
+)
+
+var (
+	sandboxGVR = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1alpha1", Resource: "sandboxes"}
+	nodeSeq    atomic.Int64
+)
+
+func clients(t *testing.T) (kubernetes.Interface, dynamic.Interface) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env.Clientset(), dyn
+}
+
+// vkNode is one virtual node: an emulator plus a vk-sandbox process.
+type vkNode struct {
+	t       *testing.T
+	Name    string
+	Sim     *sim.Server
+	srv     *httptest.Server
+	dir     string
+	state   string
+	args    []string
+	cmd     *exec.Cmd
+	exited  chan error
+	logPath string
+	starts  int
+}
+
+// startNode starts an emulator and vk-sandbox, and waits for the node to be
+// Ready in the apiserver.
+func startNode(t *testing.T, simCfg sim.Config, extraArgs ...string) *vkNode {
+	t.Helper()
+	simCfg.RootToken = rootToken
+	if simCfg.Pools == nil {
+		simCfg.Pools = map[pool.Key]int{{Template: "default"}: 16}
+	}
+	s, err := sim.New(simCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	n := &vkNode{t: t, Name: fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1)), Sim: s, srv: srv, dir: t.TempDir()}
+	n.state = filepath.Join(n.dir, "state", "claims.json")
+	tokenFile := filepath.Join(n.dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(rootToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.args = append([]string{
+		"--node-name", n.Name, "--kubeconfig", env.Kubeconfig,
+		"--listen-addr", "127.0.0.1:" + strconv.Itoa(freePort(t)), "--metrics-addr", "",
+		"--sandboxd-url", srv.URL, "--sandboxd-token-file", tokenFile, "--state-path", n.state,
+		"--requeue-max", "2s", "--orphan-scan-interval", "0", "--log-level", "debug",
+	}, extraArgs...)
+	t.Cleanup(func() {
+		n.stop()
+		if t.Failed() {
+			n.dumpLog()
+		}
+		srv.Close()
+		_ = s.Close()
+	})
+	n.start()
+	n.waitReady()
+	return n
+}
+
+func (n *vkNode) start() {
+	n.t.Helper()
+	n.starts++
+	n.logPath = filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", n.starts))
+	logf, err := os.Create(n.logPath)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cmd := exec.Command(vkBin, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.cmd, n.exited = cmd, make(chan error, 1)
+	go func() { n.exited <- cmd.Wait(); logf.Close() }()
+}
+
+// terminate sends SIGTERM and returns the exit error (nil: exit 0).
+func (n *vkNode) terminate() error {
+	if n.cmd == nil {
+		return nil
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-n.exited:
+		n.cmd = nil
+		return err
+	case <-time.After(60 * time.Second):
+		_ = n.cmd.Process.Kill()
+		n.cmd = nil
+		return fmt.Errorf("vk-sandbox did not exit within 60s of SIGTERM")
+	}
+}
+
+func (n *vkNode) stop() { _ = n.terminate() }
+
+// restart stops vk-sandbox gracefully (it must exit 0) and starts it again.
+func (n *vkNode) restart() {
+	n.t.Helper()
+	if err := n.terminate(); err != nil {
+		n.t.Fatalf("graceful shutdown: %v", err)
+	}
+	n.start()
+	n.waitReady()
+}
+
+func (n *vkNode) dumpLog() {
+	for i := 1; i <= n.starts; i++ {
+		b, _ := os.ReadFile(filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", i)))
+		lines := strings.Split(string(b), "\n")
+		if len(lines) > 80 {
+			lines = lines[len(lines)-80:]
+		}
+		n.t.Logf("vk-sandbox log (start %d, tail):\n%s", i, strings.Join(lines, "\n"))
+	}
+}
+
+func (n *vkNode) log() string {
+	b, _ := os.ReadFile(n.logPath)
+	return string(b)
+}
+
+func (n *vkNode) waitReady() {
+	n.t.Helper()
+	cs, _ := clients(n.t)
+	poll(n.t, "node "+n.Name+" Ready", func(ctx context.Context) (bool, error) {
+		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	// The pod controller is up once the readiness callback ran; the node is
+	// marked Ready only after that.
+}
+
+func (n *vkNode) counter(name string) int64 { return n.Sim.Counters()[name] }
+
+func (n *vkNode) live() []pool.Sandbox { return n.Sim.Sandboxes() }
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// poll waits for cond with a deadline; it never stands in for a sleep.
+func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	cs, _ := clients(t)
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// sandboxPod is a Pod as the operator's mutator leaves it, bound straight
+// to the virtual node (no scheduler in this suite).
+func sandboxPod(ns, name, node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+			kube.AnnTemplate: "default",
+		}},
+		Spec: corev1.PodSpec{
+			NodeName:      node,
+			RestartPolicy: corev1.RestartPolicyNever,
+			NodeSelector:  map[string]string{kube.LabelRuntime: kube.RuntimeSandboxd},
+			Tolerations:   []corev1.Toleration{{Key: kube.TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Containers:    []corev1.Container{{Name: "agent", Image: "sandbox:latest"}},
+		},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func createPod(t *testing.T, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	cs, _ := clients(t)
+	out, err := cs.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s/%s: %v", p.Namespace, p.Name, err)
+	}
+	return out
+}
+
+// deletePod deletes at once (grace 0), as an eviction's force path does.
+func deletePod(t *testing.T, ns, name string) {
+	t.Helper()
+	cs, _ := clients(t)
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatalf("delete pod %s/%s: %v", ns, name, err)
+	}
+	poll(t, "pod "+ns+"/"+name+" gone", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return err != nil, nil
+	})
+}
+
+func waitPod(t *testing.T, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	cs, _ := clients(t)
+	var last *corev1.Pod
+	poll(t, fmt.Sprintf("pod %s/%s %s", ns, name, what), func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = p
+		return cond(p), nil
+	})
+	return last
+}
+
+func isRunning(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+}
+
+func waitRunning(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	return waitPod(t, ns, name, "Running", isRunning)
+}
+
+// createOwner makes a Sandbox CR to own Pods.
+func createOwner(t *testing.T, ns, name string, finalizers ...string) *unstructured.Unstructured {
+	t.Helper()
+	_, dyn := clients(t)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "agents.x-k8s.io/v1alpha1", "kind": "Sandbox",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+	}}
+	if len(finalizers) > 0 {
+		u.SetFinalizers(finalizers)
+	}
+	out, err := dyn.Resource(sandboxGVR).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create owner: %v", err)
+	}
+	return out
+}
+
+func deleteOwner(t *testing.T, ns, name string) {
+	t.Helper()
+	_, dyn := clients(t)
+	if err := dyn.Resource(sandboxGVR).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete owner: %v", err)
+	}
+}
+
+func ownedBy(o *unstructured.Unstructured) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), UID: o.GetUID(), Controller: &yes,
+		}}
+	}
+}
+
+func annotate(k, v string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Annotations[k] = v }
+}
+
+func events(t *testing.T, ns, pod, reason string) []corev1.Event {
+	t.Helper()
+	cs, _ := clients(t)
+	l, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, e := range l.Items {
+		if e.InvolvedObject.Name == pod && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// stateFileHolds reports whether the state file on disk mentions a claim id.
+func (n *vkNode) stateFileHolds(id string) bool {
+	b, err := os.ReadFile(n.state)
+	return err == nil && bytes.Contains(b, []byte(id))
+}

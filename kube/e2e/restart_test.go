@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+)
+
+type testingCtx = context.Context
+
+func containsLine(log string, parts ...string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRestartKeepsClaimsAndTheirCredentials(t *testing.T) {
+	n := startNode(t, sim.Config{})
+	ns := newNamespace(t)
+	names := []string{"r0", "r1", "r2"}
+	ids := map[string]string{}
+	for _, name := range names {
+		createPod(t, sandboxPod(ns, name, n.Name))
+	}
+	for _, name := range names {
+		ids[name] = waitRunning(t, ns, name).Annotations[kube.AnnClaimID]
+	}
+	n.restart() // SIGTERM must exit 0, and never release
+	if r := n.counter("release"); r != 0 {
+		t.Fatalf("shutdown released %d VMs", r)
+	}
+	poll(t, "quarantine lifted", func(context.Context) (bool, error) {
+		return containsLine(n.log(), "quarantine verification", `"lifted":3`), nil
+	})
+	cs, _ := clients(t)
+	for _, name := range names {
+		p, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil || p.Status.Phase != corev1.PodRunning || p.Annotations[kube.AnnClaimID] != ids[name] {
+			t.Fatalf("after restart %s: err=%v phase=%s claim=%s (want %s)", name, err, p.Status.Phase, p.Annotations[kube.AnnClaimID], ids[name])
+		}
+	}
+	if c := n.counter("claim_ok"); c != int64(len(names)) {
+		t.Fatalf("claims = %d after restart, want %d (no re-claim)", c, len(names))
+	}
+	// The credential survived: a delete after the restart still releases.
+	deletePod(t, ns, "r0")
+	waitReleases(t, n, 1)
+}
+
+func TestStartupRefusesAnUnwritableStatePath(t *testing.T) {
+	n := startNode(t, sim.Config{})
+	if err := n.terminate(); err != nil {
+		t.Fatal(err)
+	}
+	// A state path below a regular file can never be created, even by root.
+	for i, a := range n.args {
+		if a == "--state-path" {
+			n.args[i+1] = n.state + "/below-a-file/claims.json"
+		}
+	}
+	n.start()
+	err := <-n.exited
+	n.cmd = nil
+	if err == nil {
+		t.Fatal("vk-sandbox started with an unwritable --state-path")
+	}
+	if !strings.Contains(n.log(), "below-a-file") {
+		t.Fatalf("the startup error does not name the path:\n%s", n.log())
+	}
+}

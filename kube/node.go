@@ -1,0 +1,167 @@
+package kube
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Node identity (DESIGN §3).
+const (
+	LabelRuntime = "sandbox.cocoonstack.io/runtime"
+	TaintKey     = "virtual-kubelet.io/provider"
+)
+
+// NodeOptions configures the virtual node. Zero values take the defaults
+// documented on each field.
+type NodeOptions struct {
+	Name       string            // required
+	IP         string            // InternalIP address, optional
+	ListenAddr string            // kubelet API; default ":10260"; its port is the kubeletEndpoint
+	Labels     map[string]string // added to type=virtual-kubelet and the runtime label
+	CPU        string            // default "4000"
+	Memory     string            // default "8Ti"
+	Pods       int               // default 2000
+	TLS        *tls.Config       // kubelet serving TLS (KubeletTLS)
+	Version    string
+
+	Client        kubernetes.Interface
+	EventRecorder record.EventRecorder
+	// Workers is virtual-kubelet's worker count for its sync and status
+	// queues. CreatePod returns without waiting for sandboxd, so these
+	// workers only do API calls; default 64.
+	Workers int
+	// DefaultRateLimiters keeps virtual-kubelet's 10 qps / burst 100 token
+	// bucket on its queues. Only for measuring what replacing it buys.
+	DefaultRateLimiters bool
+	// NoAuth serves the kubelet API without TokenReview/SubjectAccessReview.
+	// Never for production: the API then answers anonymous clients.
+	NoAuth bool
+}
+
+// NewNode builds the virtual-kubelet node around the provider.
+func NewNode(o NodeOptions, p *Provider) (*nodeutil.Node, error) {
+	if o.Name == "" || o.Client == nil {
+		return nil, fmt.Errorf("node: a name and a client are required")
+	}
+	if o.ListenAddr == "" {
+		o.ListenAddr = ":10260"
+	}
+	_, portStr, err := net.SplitHostPort(o.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("node: --listen-addr %q: %w", o.ListenAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("node: --listen-addr %q: bad port", o.ListenAddr)
+	}
+	capacity, err := nodeCapacity(o)
+	if err != nil {
+		return nil, err
+	}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = 64
+	}
+	mux := http.NewServeMux()
+	opts := []nodeutil.NodeOpt{
+		nodeutil.WithClient(o.Client),
+		nodeutil.AttachProviderRoutes(mux),
+		func(cfg *nodeutil.NodeConfig) error {
+			cfg.HTTPListenAddr = o.ListenAddr
+			cfg.TLSConfig = o.TLS
+			cfg.NumWorkers = workers
+			cfg.EventRecorder = o.EventRecorder
+			cfg.InformerResyncPeriod = 10 * time.Minute
+			cfg.Handler = mux
+			if !o.NoAuth {
+				auth, err := nodeutil.WebhookAuth(o.Client, o.Name)
+				if err != nil {
+					return fmt.Errorf("kubelet API auth: %w", err)
+				}
+				cfg.Handler = nodeutil.WithAuth(auth, mux)
+			}
+			identity(&cfg.NodeSpec, o, int32(port), capacity)
+			return nil
+		},
+	}
+	if !o.DefaultRateLimiters {
+		opts = append(opts, nodeutil.WithPodControllerConfigOverrides(replaceRateLimiters))
+	}
+	return nodeutil.NewNode(o.Name, func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+		return p, nil, nil
+	}, opts...)
+}
+
+// replaceRateLimiters drops virtual-kubelet's default token bucket (10 qps,
+// burst 100) from its three queues: past a burst of 100 Pods it made creates
+// and status pushes crawl at 10/s. Failures still back off per item.
+func replaceRateLimiters(c *node.PodControllerConfig) error {
+	perItem := func() workqueue.TypedRateLimiter[any] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 30*time.Second)
+	}
+	c.SyncPodsFromKubernetesRateLimiter = perItem()
+	c.DeletePodsFromKubernetesRateLimiter = perItem()
+	c.SyncPodStatusFromProviderRateLimiter = perItem()
+	return nil
+}
+
+func nodeCapacity(o NodeOptions) (corev1.ResourceList, error) {
+	def := func(v, d string) string {
+		if v == "" {
+			return d
+		}
+		return v
+	}
+	cpu, err := resource.ParseQuantity(def(o.CPU, "4000"))
+	if err != nil {
+		return nil, fmt.Errorf("node: --node-cpu %q: %w", o.CPU, err)
+	}
+	mem, err := resource.ParseQuantity(def(o.Memory, "8Ti"))
+	if err != nil {
+		return nil, fmt.Errorf("node: --node-memory %q: %w", o.Memory, err)
+	}
+	pods := o.Pods
+	if pods <= 0 {
+		pods = 2000
+	}
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    cpu,
+		corev1.ResourceMemory: mem,
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
+	}, nil
+}
+
+func identity(n *corev1.Node, o NodeOptions, port int32, capacity corev1.ResourceList) {
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels["type"] = "virtual-kubelet"
+	n.Labels[LabelRuntime] = RuntimeSandboxd
+	for k, v := range o.Labels {
+		n.Labels[k] = v
+	}
+	n.Spec.Taints = []corev1.Taint{{Key: TaintKey, Value: RuntimeSandboxd, Effect: corev1.TaintEffectNoSchedule}}
+	n.Status.Addresses = nil
+	if o.IP != "" {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: o.IP})
+	}
+	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: o.Name})
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = port
+	n.Status.Capacity = capacity
+	n.Status.Allocatable = capacity.DeepCopy()
+	n.Status.NodeInfo.KubeletVersion = "vk-sandbox/" + o.Version
+	n.Status.NodeInfo.OperatingSystem = "linux"
+	n.Status.NodeInfo.Architecture = "amd64"
+}

@@ -1,0 +1,159 @@
+package kube
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+)
+
+// Engine is what the provider needs from the pipeline.
+type Engine interface {
+	Create(ctx context.Context, it pipeline.Intent) error
+	Delete(ctx context.Context, ref pipeline.PodRef, authorize func(context.Context) pipeline.Verdict) (pipeline.DeleteResult, error)
+	Claim(key string) (pipeline.ClaimView, bool)
+}
+
+// Provider is the virtual-kubelet provider (PodLifecycleHandler and
+// PodNotifier). It also implements pipeline.Reporter; call SetEngine before
+// the node runs.
+type Provider struct {
+	engine Engine
+	auth   *Authorizer
+	events record.EventRecorder
+	log    *slog.Logger
+	pods   *podCache
+	notify atomic.Pointer[func(*corev1.Pod)]
+}
+
+// NewProvider builds a provider. events may be nil (no Kubernetes Events).
+func NewProvider(auth *Authorizer, events record.EventRecorder, log *slog.Logger) *Provider {
+	if log == nil {
+		log = slog.Default()
+	}
+	if events == nil {
+		events = &record.FakeRecorder{}
+	}
+	return &Provider{auth: auth, events: events, log: log, pods: newPodCache()}
+}
+
+// SetEngine wires the pipeline (which in turn reports to this provider).
+func (p *Provider) SetEngine(e Engine) { p.engine = e }
+
+func podKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+func refOf(pod *corev1.Pod) pipeline.PodRef {
+	ref := pipeline.PodRef{Key: podKey(pod), UID: string(pod.UID)}
+	if o := metav1.GetControllerOf(pod); o != nil {
+		ref.OwnerUID = string(o.UID)
+		ref.Owner = o.APIVersion + "/" + o.Kind + "/" + o.Name
+	}
+	return ref
+}
+
+// CreatePod validates the annotations and records the claim intent. It
+// returns before sandboxd is asked: the outcome is pushed through
+// NotifyPods. Only invalid annotations fail the create; a capacity miss or
+// a sandboxd error leaves the Pod Pending with a reason (never Failed).
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	key := podKey(pod)
+	p.log.DebugContext(ctx, "CreatePod", "pod", key, "uid", pod.UID)
+	spec, err := ParseClaimSpec(key, pod.Annotations)
+	if err != nil {
+		p.events.Event(pod, corev1.EventTypeWarning, EventInvalid, err.Error())
+		p.log.WarnContext(ctx, "sandbox pod rejected", "pod", key, "error", err)
+		return err
+	}
+	np := pod.DeepCopy()
+	np.Status = pendingStatus(pod, "SandboxClaiming", "claiming a warm sandbox")
+	p.pods.put(key, np)
+	ref := refOf(pod)
+	return p.engine.Create(ctx, pipeline.Intent{Ref: ref, Spec: spec})
+}
+
+// UpdatePod records the newest object only: sandbox Pods are immutable at
+// the runtime level. An update carrying an older generation's UID is
+// ignored (stale-UID guard); a newer generation that virtual-kubelet routed
+// here because the old one was still cached is created.
+func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	key := podKey(pod)
+	p.log.DebugContext(ctx, "UpdatePod", "pod", key, "uid", pod.UID)
+	cur := p.pods.get(key)
+	if cur == nil || isRestored(cur) || (cur.UID != pod.UID && pod.CreationTimestamp.After(cur.CreationTimestamp.Time)) {
+		return p.CreatePod(ctx, pod)
+	}
+	p.pods.mutate(key, string(pod.UID), func(old *corev1.Pod) *corev1.Pod {
+		np := pod.DeepCopy()
+		np.Status = old.Status
+		if id, ok := old.Annotations[AnnClaimID]; ok {
+			if np.Annotations == nil {
+				np.Annotations = map[string]string{}
+			}
+			np.Annotations[AnnClaimID] = id
+		}
+		return np
+	})
+	return nil
+}
+
+// DeletePod decides, from the owner, whether the VM goes with the Pod. A
+// release failure returns an error and keeps both the claim and the Pod
+// entry, so virtual-kubelet retries the delete with the credential intact.
+// DeletePod may be called several times for one Pod.
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	ref := refOf(pod)
+	p.log.DebugContext(ctx, "DeletePod", "pod", ref.Key, "uid", ref.UID)
+	res, err := p.engine.Delete(ctx, ref, func(ctx context.Context) pipeline.Verdict {
+		return p.auth.Authorize(ctx, pod)
+	})
+	if err != nil {
+		p.events.Event(pod, corev1.EventTypeWarning, EventReleaseFailed, err.Error())
+		p.log.ErrorContext(ctx, "release failed; the delete will be retried", "pod", ref.Key, "error", err)
+		return err
+	}
+	if res.Held && !res.Shared {
+		if res.Verdict.Release {
+			p.events.Eventf(pod, corev1.EventTypeNormal, EventReleased, "VM released (%s)", res.Verdict.Reason)
+		} else {
+			p.events.Eventf(pod, corev1.EventTypeNormal, EventPreserved, "VM preserved for a replacement Pod (%s)", res.Verdict.Reason)
+		}
+	}
+	p.pods.remove(ref.Key, ref.UID)
+	return nil
+}
+
+// GetPod is served from memory. It returns every Pod that holds a claim:
+// virtual-kubelet deletes through it.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	if pod := p.pods.get(namespace + "/" + name); pod != nil {
+		return pod, nil
+	}
+	return nil, errdefs.NotFoundf("pod %s/%s is not known to this node", namespace, name)
+}
+
+// GetPodStatus is served from memory.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return pod.Status.DeepCopy(), nil
+}
+
+// GetPods is served from memory.
+func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) { return p.pods.list(), nil }
+
+// NotifyPods registers virtual-kubelet's status callback. It does not block.
+func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) { p.notify.Store(&cb) }
+
+func (p *Provider) push(pod *corev1.Pod) {
+	if cb := p.notify.Load(); cb != nil && pod != nil {
+		(*cb)(pod)
+	}
+}

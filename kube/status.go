@@ -1,0 +1,110 @@
+package kube
+
+import (
+	"net"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// ReasonLeaseExpired is the only terminal Pod state this provider writes.
+const ReasonLeaseExpired = "SandboxLeaseExpired"
+
+// hostOf is the host part of owner_addr ("10.0.0.5:7777" → "10.0.0.5").
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+func conditions(ready corev1.ConditionStatus, t metav1.Time, reason string) []corev1.PodCondition {
+	c := func(ty corev1.PodConditionType, s corev1.ConditionStatus, r string) corev1.PodCondition {
+		return corev1.PodCondition{Type: ty, Status: s, LastTransitionTime: t, Reason: r}
+	}
+	return []corev1.PodCondition{
+		c(corev1.PodScheduled, corev1.ConditionTrue, ""),
+		c(corev1.PodInitialized, corev1.ConditionTrue, ""),
+		c(corev1.ContainersReady, ready, reason),
+		c(corev1.PodReady, ready, reason),
+	}
+}
+
+// runningStatus renders a claimed Pod. startTime is the claim time, so it
+// never moves between reads or restarts.
+func runningStatus(pod *corev1.Pod, c store.Claim) corev1.PodStatus {
+	host := hostOf(c.Address)
+	start := metav1.NewTime(c.ClaimedAt)
+	st := corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: conditions(corev1.ConditionTrue, start, ""),
+		HostIP:     host,
+		HostIPs:    []corev1.HostIP{{IP: host}},
+		PodIP:      host,
+		PodIPs:     []corev1.PodIP{{IP: host}},
+		StartTime:  &start,
+		QOSClass:   pod.Status.QOSClass,
+	}
+	for _, ctr := range pod.Spec.Containers {
+		started := true
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
+			Name:        ctr.Name,
+			Image:       ctr.Image,
+			ImageID:     "sandboxd://" + c.ID,
+			ContainerID: "sandboxd://" + c.ID + "/" + ctr.Name,
+			Ready:       true,
+			Started:     &started,
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}},
+		})
+	}
+	return st
+}
+
+// pendingStatus renders a Pod without a usable claim yet. It is never
+// terminal: the pipeline keeps retrying.
+func pendingStatus(pod *corev1.Pod, reason, msg string) corev1.PodStatus {
+	now := metav1.Now()
+	st := corev1.PodStatus{
+		Phase:      corev1.PodPending,
+		Reason:     reason,
+		Message:    msg,
+		Conditions: conditions(corev1.ConditionFalse, now, reason),
+		QOSClass:   pod.Status.QOSClass,
+	}
+	for _, ctr := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
+			Name:  ctr.Name,
+			Image: ctr.Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}},
+		})
+	}
+	return st
+}
+
+// terminatedStatus renders the end of a Pod: the lease ended (Failed,
+// SandboxLeaseExpired) or the Pod was deleted. Every container gets a
+// terminated state, as virtual-kubelet expects after DeletePod.
+func terminatedStatus(pod *corev1.Pod, phase corev1.PodPhase, reason, msg string, id string) corev1.PodStatus {
+	now := metav1.Now()
+	st := pod.Status.DeepCopy()
+	st.Phase, st.Reason, st.Message = phase, reason, msg
+	st.Conditions = conditions(corev1.ConditionFalse, now, reason)
+	st.ContainerStatuses = nil
+	for _, ctr := range pod.Spec.Containers {
+		var started metav1.Time
+		if st.StartTime != nil {
+			started = *st.StartTime
+		}
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
+			Name:    ctr.Name,
+			Image:   ctr.Image,
+			ImageID: "sandboxd://" + id,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				Reason: reason, Message: msg, StartedAt: started, FinishedAt: now,
+			}},
+		})
+	}
+	return *st
+}
