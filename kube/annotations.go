@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
-
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
@@ -24,7 +22,7 @@ const (
 )
 
 // AnnotationError is a Pod that cannot become a claim as written. It is an
-// errdefs.InvalidInput, so virtual-kubelet fails the create, and no claim is
+// errdefs.InvalidInput (it has the InvalidInput method), so virtual-kubelet fails the create, and no claim is
 // ever made for it.
 type AnnotationError struct {
 	Pod        string // namespace/name
@@ -32,6 +30,9 @@ type AnnotationError struct {
 	Value      string
 	Reason     string
 }
+
+// InvalidInput marks the error for virtual-kubelet's errdefs.
+func (e *AnnotationError) InvalidInput() bool { return true }
 
 func (e *AnnotationError) Error() string {
 	if e.Value == "" {
@@ -47,7 +48,7 @@ func (e *AnnotationError) Error() string {
 //     negative or non-integer value fails.
 func ParseClaimSpec(key string, ann map[string]string) (pipeline.ClaimSpec, error) {
 	fail := func(a, v, why string) (pipeline.ClaimSpec, error) {
-		return pipeline.ClaimSpec{}, errdefs.AsInvalidInput(&AnnotationError{Pod: key, Annotation: a, Value: v, Reason: why})
+		return pipeline.ClaimSpec{}, &AnnotationError{Pod: key, Annotation: a, Value: v, Reason: why}
 	}
 	if rt, ok := ann[AnnRuntime]; ok && rt != RuntimeSandboxd {
 		return fail(AnnRuntime, rt, "this node serves only runtime "+RuntimeSandboxd)

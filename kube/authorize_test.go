@@ -1,0 +1,89 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var sandboxes = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1alpha1", Resource: "sandboxes"}
+
+func ownedPod(ownerUID string) *corev1.Pod {
+	yes := true
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: "box", UID: "u1", Controller: &yes,
+	}}}}
+}
+
+func owner(uid string, deleting bool) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("agents.x-k8s.io/v1alpha1")
+	u.SetKind("Sandbox")
+	u.SetNamespace("ns")
+	u.SetName("box")
+	u.SetUID("u1")
+	if uid != "" {
+		u.SetUID(typesUID(uid))
+	}
+	if deleting {
+		now := metav1.Now()
+		u.SetDeletionTimestamp(&now)
+	}
+	return u
+}
+
+// fakeDyn files objects under the real resource name: the fake's own
+// guess would be the naive plural "sandboxs".
+func fakeDyn(objs ...*unstructured.Unstructured) *dynamicfake.FakeDynamicClient {
+	d := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{sandboxes: "SandboxList"})
+	for _, o := range objs {
+		if err := d.Tracker().Create(sandboxes, o, o.GetNamespace()); err != nil {
+			panic(err)
+		}
+	}
+	return d
+}
+
+// The seven rows of DESIGN §5.
+func TestDeleteAuthorizationTable(t *testing.T) {
+	ctx := context.Background()
+	check := func(name string, a *Authorizer, pod *corev1.Pod, release bool, reason string) {
+		t.Helper()
+		v := a.Authorize(ctx, pod)
+		if v.Release != release || v.Reason != reason {
+			t.Errorf("%s: verdict %+v, want release=%v reason=%s", name, v, release, reason)
+		}
+	}
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	check("bare pod", &Authorizer{Dynamic: fakeDyn()}, bare, true, ReasonBarePod)
+	check("owner NotFound by name", &Authorizer{Dynamic: fakeDyn()}, ownedPod("u1"), true, ReasonOwnerGone)
+	check("owner deleting", &Authorizer{Dynamic: fakeDyn(owner("", true))}, ownedPod("u1"), true, ReasonOwnerDeleting)
+	check("owner rotated", &Authorizer{Dynamic: fakeDyn(owner("u2", false))}, ownedPod("u1"), true, ReasonOwnerRotated)
+	check("owner alive", &Authorizer{Dynamic: fakeDyn(owner("", false))}, ownedPod("u1"), false, ReasonOwnerAlive)
+
+	unnamed := fakeDyn()
+	unnamed.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{}, "") // a 404 of an unknown endpoint
+	})
+	check("404 without the name", &Authorizer{Dynamic: unnamed}, ownedPod("u1"), false, ReasonOwnerUnverfied)
+
+	failing := fakeDyn()
+	failing.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	check("any other error", &Authorizer{Dynamic: failing}, ownedPod("u1"), false, ReasonOwnerGetError)
+	check("no dynamic client", &Authorizer{}, ownedPod("u1"), false, ReasonNoDynamic)
+}
+
+func typesUID(s string) types.UID { return types.UID(s) }
