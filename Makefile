@@ -22,7 +22,7 @@ TEST_FLAGS   ?=
 
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build build-linux tools test lint bench clean
+.PHONY: build build-linux tools test lint bench clean demo
 
 build:
 	$(GO) build ./...
@@ -59,3 +59,9 @@ bench: tools
 # Removes bin/ only; the tools cache outside the clone is kept on purpose.
 clean:
 	rm -rf $(BIN)
+
+# The local demo: etcd + kube-apiserver, the sandboxd emulator and
+# vk-sandbox, then claim → preserve → adopt → release. It stays up for
+# kubectl when run from a terminal (-hold), and exits when it is not.
+demo: tools
+	$(GO) run ./cmd/vk-sandbox-demo $(DEMO_FLAGS)

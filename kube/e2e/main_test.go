@@ -43,7 +43,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
-	if err := env.InstallCRDs(ctx, "testdata/sandbox-owner-crd.yaml"); err != nil {
+	if err := env.InstallCRDs(ctx, "../../manifests/test/sandbox-owner-crd.yaml"); err != nil {
 		fmt.Fprintln(os.Stderr, "CRDs:", err)
 		return 1
 	}

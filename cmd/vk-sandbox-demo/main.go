@@ -1,0 +1,262 @@
+// Command vk-sandbox-demo runs the whole product locally on its embedded
+// defaults: a real etcd and kube-apiserver (built from the Go module proxy
+// on first use), the sandboxd emulator, and the vk-sandbox binary. It then
+// walks through the Pod contract: claim → Running with the VM IP; a delete
+// with the owner alive preserves the VM and a same-name Pod adopts it; the
+// owner deleted releases it. Run it with `make demo`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+)
+
+const (
+	ns       = "default"
+	nodeName = "vk-sandboxd-demo"
+	token    = "demo-root-token-0123456789abcdef"
+)
+
+var sandboxGVR = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1alpha1", Resource: "sandboxes"}
+
+func main() {
+	hold := flag.Bool("hold", isTerminal(), "keep everything running after the walkthrough until Ctrl-C (default: when stdin is a terminal)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *hold); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, a ...any) { fmt.Printf("\n==> "+format+"\n", a...) }
+
+func run(ctx context.Context, hold bool) error {
+	dir, err := os.MkdirTemp("", "vk-sandbox-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	step("starting etcd and kube-apiserver (the first run builds them from the Go module proxy: ~8 minutes)")
+	env, err := kubetest.Start(ctx, kubetest.Options{Dir: filepath.Join(dir, "cluster"), Logf: func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	fmt.Printf("    export KUBECONFIG=%s\n", env.Kubeconfig)
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if err := env.InstallCRDs(ctx, filepath.Join(root, "manifests/test/sandbox-owner-crd.yaml")); err != nil {
+		return err
+	}
+
+	step("starting the sandboxd emulator (warm pool 'default', 0.5ms claims)")
+	s, err := sim.New(sim.Config{RootToken: token, Pools: map[pool.Key]int{{Template: "default"}: 8}, ClaimLatency: 500 * time.Microsecond})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = http.Serve(l, s.Handler()) }()
+	sandboxdURL := "http://" + l.Addr().String()
+	fmt.Printf("    sandboxd at %s\n", sandboxdURL)
+
+	step("building and starting vk-sandbox")
+	bin := filepath.Join(dir, "vk-sandbox")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/vk-sandbox")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build vk-sandbox: %w", err)
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, "vk-sandbox.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort())
+	vk := exec.Command(bin, "--node-name", nodeName, "--kubeconfig", env.Kubeconfig,
+		"--listen-addr", "127.0.0.1:"+strconv.Itoa(freePort()), "--metrics-addr", metricsAddr,
+		"--sandboxd-url", sandboxdURL, "--sandboxd-token-file", tokenFile,
+		"--state-path", filepath.Join(dir, "state", "claims.json"))
+	vk.Stdout, vk.Stderr = logf, logf
+	vk.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := vk.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = vk.Process.Signal(syscall.SIGTERM); _ = vk.Wait(); logf.Close() }()
+	fmt.Printf("    logs: %s   metrics: http://%s/metrics\n", logPath, metricsAddr)
+
+	cs := env.Clientset()
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "node "+nodeName+" Ready", func(ctx context.Context) bool {
+		n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return err
+	}
+
+	step("creating Sandbox 'demo' and its Pod")
+	owner, err := dyn.Resource(sandboxGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "agents.x-k8s.io/v1alpha1", "kind": "Sandbox", "metadata": map[string]any{"name": "demo"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	first, err := createAndWait(ctx, cs, owner)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    pod demo Running: podIP=%s claim=%s (claims at sandboxd: %d)\n",
+		first.Status.PodIP, first.Annotations[kube.AnnClaimID], s.Counters()["claim_ok"])
+
+	step("deleting only the Pod while its Sandbox lives (as an eviction would)")
+	if err := deletePod(ctx, cs); err != nil {
+		return err
+	}
+	fmt.Printf("    releases at sandboxd: %d — the VM is preserved\n", s.Counters()["release"])
+
+	step("a same-name replacement Pod adopts the same VM")
+	second, err := createAndWait(ctx, cs, owner)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    pod demo Running again: podIP=%s claim=%s (claims at sandboxd: still %d)\n",
+		second.Status.PodIP, second.Annotations[kube.AnnClaimID], s.Counters()["claim_ok"])
+
+	step("deleting the Sandbox: the owner is gone, so the VM is released")
+	if err := dyn.Resource(sandboxGVR).Namespace(ns).Delete(ctx, "demo", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	if err := deletePod(ctx, cs); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "the release", func(context.Context) bool { return s.Counters()["release_ok"] == 1 }); err != nil {
+		return err
+	}
+	fmt.Printf("    releases at sandboxd: %d, sandboxes left: %d\n", s.Counters()["release_ok"], len(s.Sandboxes()))
+
+	fmt.Printf("\nDemo complete.\n")
+	if hold {
+		fmt.Printf("Everything is still running. Try:\n  export KUBECONFIG=%s\n  kubectl get nodes,pods -o wide\nCtrl-C to stop.\n", env.Kubeconfig)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+func createAndWait(ctx context.Context, cs kubernetes.Interface, owner *unstructured.Unstructured) (*corev1.Pod, error) {
+	yes := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Annotations: map[string]string{kube.AnnTemplate: "default"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(), Controller: &yes}}},
+		Spec: corev1.PodSpec{
+			NodeName:     nodeName,
+			NodeSelector: map[string]string{kube.LabelRuntime: kube.RuntimeSandboxd},
+			Tolerations:  []corev1.Toleration{{Key: kube.TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Containers:   []corev1.Container{{Name: "agent", Image: "sandbox"}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	var got *corev1.Pod
+	err := waitFor(ctx, "pod demo Running", func(ctx context.Context) bool {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "demo", metav1.GetOptions{})
+		got = p
+		return err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+	})
+	return got, err
+}
+
+func deletePod(ctx context.Context, cs kubernetes.Interface) error {
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "demo", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return err
+	}
+	return waitFor(ctx, "pod demo gone", func(ctx context.Context) bool {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, "demo", metav1.GetOptions{})
+		return err != nil
+	})
+}
+
+func waitFor(ctx context.Context, what string, cond func(context.Context) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) { return cond(ctx), nil }); err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 10260
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("run the demo inside the vk-sandbox checkout (no go.mod above %s)", dir)
+		}
+	}
+}
+
+func isTerminal() bool {
+	fi, err := os.Stdin.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
