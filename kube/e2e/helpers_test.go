@@ -61,11 +61,18 @@ type vkNode struct {
 	exited  chan error
 	logPath string
 	starts  int
+	Env     []string // extra environment for vk-sandbox
 }
 
 // startNode starts an emulator and vk-sandbox, and waits for the node to be
 // Ready in the apiserver.
 func startNode(t *testing.T, simCfg sim.Config, extraArgs ...string) *vkNode {
+	t.Helper()
+	return startNodeEnv(t, simCfg, nil, extraArgs...)
+}
+
+// startNodeEnv is startNode with extra environment variables.
+func startNodeEnv(t *testing.T, simCfg sim.Config, environ []string, extraArgs ...string) *vkNode {
 	t.Helper()
 	simCfg.RootToken = rootToken
 	if simCfg.Pools == nil {
@@ -76,7 +83,7 @@ func startNode(t *testing.T, simCfg sim.Config, extraArgs ...string) *vkNode {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(s.Handler())
-	n := &vkNode{t: t, Name: fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1)), Sim: s, srv: srv, dir: t.TempDir()}
+	n := &vkNode{t: t, Name: fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1)), Sim: s, srv: srv, dir: t.TempDir(), Env: environ}
 	n.state = filepath.Join(n.dir, "state", "claims.json")
 	tokenFile := filepath.Join(n.dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(rootToken+"\n"), 0o600); err != nil {
@@ -111,6 +118,7 @@ func (n *vkNode) start() {
 	}
 	cmd := exec.Command(vkBin, n.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), n.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		n.t.Fatal(err)
