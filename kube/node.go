@@ -85,6 +85,10 @@ func NewNode(o NodeOptions, p *Provider) (*nodeutil.Node, error) {
 			cfg.EventRecorder = o.EventRecorder
 			cfg.InformerResyncPeriod = 10 * time.Minute
 			cfg.Handler = mux
+			// sandboxd VMs take no container env, so virtual-kubelet need not
+			// resolve it. Resolved env would put Secret values into the Pods
+			// this provider serves at /runningpods/.
+			cfg.SkipDownwardAPIResolution = true
 			if !o.NoAuth {
 				auth, err := nodeutil.WebhookAuth(o.Client, o.Name)
 				if err != nil {
@@ -147,11 +151,12 @@ func identity(n *corev1.Node, o NodeOptions, port int32, capacity corev1.Resourc
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}
-	n.Labels["type"] = "virtual-kubelet"
-	n.Labels[LabelRuntime] = RuntimeSandboxd
 	for k, v := range o.Labels {
 		n.Labels[k] = v
 	}
+	// Routing depends on these two: --node-labels cannot override them.
+	n.Labels["type"] = "virtual-kubelet"
+	n.Labels[LabelRuntime] = RuntimeSandboxd
 	n.Spec.Taints = []corev1.Taint{{Key: TaintKey, Value: RuntimeSandboxd, Effect: corev1.TaintEffectNoSchedule}}
 	n.Status.Addresses = nil
 	if o.IP != "" {

@@ -7,7 +7,9 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
@@ -24,6 +26,11 @@ type Engine interface {
 // PodNotifier). It also implements pipeline.Reporter; call SetEngine before
 // the node runs.
 type Provider struct {
+	// Pods, when set, lets DeletePod remove a decided Pod object at once
+	// (grace 0, UID precondition), as a kubelet does once its containers
+	// stopped; otherwise virtual-kubelet waits out the grace period.
+	Pods corev1client.PodsGetter
+
 	engine Engine
 	auth   *Authorizer
 	events record.EventRecorder
@@ -74,7 +81,14 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	np.Status = pendingStatus(pod, "SandboxClaiming", "claiming a warm sandbox")
 	p.pods.put(key, np)
 	ref := refOf(pod)
-	return p.engine.Create(ctx, pipeline.Intent{Ref: ref, Spec: spec})
+	// The slot wait is bounded by the engine's shutdown, not by
+	// virtual-kubelet's context: an error here would make a restartPolicy
+	// Never Pod terminally Failed, and shutdown or backpressure is no cause.
+	// A Pod not queued at shutdown stays Pending; the next process claims it.
+	if err := p.engine.Create(context.WithoutCancel(ctx), pipeline.Intent{Ref: ref, Spec: spec}); err != nil {
+		p.log.WarnContext(ctx, "claim not queued; the Pod stays Pending for the next process", "pod", key, "error", err)
+	}
+	return nil
 }
 
 // UpdatePod records the newest object only: sandbox Pods are immutable at
@@ -124,7 +138,9 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 			p.events.Eventf(pod, corev1.EventTypeNormal, EventPreserved, "VM preserved for a replacement Pod (%s)", res.Verdict.Reason)
 		}
 	}
-	p.pods.remove(ref.Key, ref.UID)
+	if p.pods.remove(ref.Key, ref.UID) && pod.DeletionTimestamp != nil && p.Pods != nil {
+		p.finishDelete(ctx, pod)
+	}
 	return nil
 }
 
@@ -155,5 +171,19 @@ func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) { p.notif
 func (p *Provider) push(pod *corev1.Pod) {
 	if cb := p.notify.Load(); cb != nil && pod != nil {
 		(*cb)(pod)
+	}
+}
+
+// finishDelete ends a gracefully deleted Pod once its VM is released or
+// preserved: nothing runs on this node for it any more. The UID
+// precondition makes sure a same-name replacement is never touched.
+func (p *Provider) finishDelete(ctx context.Context, pod *corev1.Pod) {
+	zero := int64(0)
+	uid := pod.UID
+	err := p.Pods.Pods(pod.Namespace).Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		p.log.WarnContext(ctx, "could not finish the Pod delete; virtual-kubelet will after its grace period", "pod", podKey(pod), "error", err)
 	}
 }

@@ -99,6 +99,7 @@ type Engine struct {
 	sf     singleflight.Group
 
 	stopping atomic.Bool
+	stopCh   chan struct{} // closed when Shutdown begins; aborts slot waits
 	workers  sync.WaitGroup
 	verified chan struct{}
 }
@@ -114,7 +115,7 @@ func New(cfg Config) (*Engine, error) {
 		tracer: otel.Tracer(tracerName),
 		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter,
 		table: newTable(cfg.Store), locks: newKeyLocks(), seed: maphash.MakeSeed(),
-		verified: make(chan struct{}),
+		verified: make(chan struct{}), stopCh: make(chan struct{}),
 	}
 	for i := 0; i < cfg.Shards; i++ {
 		e.shards = append(e.shards, newShard(i, cfg.QueueDepth, cfg.RequeueMin, cfg.RequeueMax))
@@ -148,6 +149,7 @@ func (e *Engine) Shutdown() {
 		e.workers.Wait()
 		return
 	}
+	close(e.stopCh)
 	for _, sh := range e.shards {
 		sh.q.ShutDown()
 	}
@@ -175,7 +177,11 @@ func (e *Engine) Create(ctx context.Context, it Intent) error {
 	now := time.Now()
 	tctx, root := e.tracer.Start(context.WithoutCancel(ctx), "claim.transaction",
 		trace.WithTimestamp(now), trace.WithAttributes(refAttrs(it.Ref)...))
-	return sh.put(ctx, &queued{intent: it, ctx: tctx, root: root, received: now, enqueued: now})
+	err := sh.put(ctx, e.stopCh, &queued{intent: it, ctx: tctx, root: root, received: now, enqueued: now})
+	if err != nil {
+		root.End()
+	}
+	return err
 }
 
 // Claim returns the claim row for a pod key and its state. O(1), no IO.

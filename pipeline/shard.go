@@ -47,12 +47,14 @@ func newShard(id, depth int, minRetry, maxRetry time.Duration) *shard {
 }
 
 // put records the intent of a UID that update did not find, and queues it.
-func (s *shard) put(ctx context.Context, q *queued) error {
+func (s *shard) put(ctx context.Context, stop <-chan struct{}, q *queued) error {
 	uid := q.intent.Ref.UID
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-stop:
+		return ErrStopping
 	}
 	s.mu.Lock()
 	if cur, ok := s.intents[uid]; ok { // lost a race with another put

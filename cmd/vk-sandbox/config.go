@@ -50,12 +50,22 @@ func env(name, def string) string {
 	return def
 }
 
+// envInt reads an integer default from the environment. A value that does
+// not parse is reported at startup rather than silently replaced.
 func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(env(name, "")); err == nil {
-		return v
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
 	}
-	return def
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		envErrs = append(envErrs, fmt.Errorf("$%s=%q: not an integer", name, v))
+		return def
+	}
+	return n
 }
+
+var envErrs []error
 
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
@@ -96,12 +106,23 @@ func parseFlags(args []string) (*config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if len(envErrs) > 0 {
+		return nil, envErrs[0]
+	}
 	if c.AdvertiseAddr == "" {
 		u, err := url.Parse(c.SandboxdURL)
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("--sandboxd-url %q: not a URL with a host", c.SandboxdURL)
 		}
 		c.AdvertiseAddr = u.Host
+	}
+	for name, d := range map[string]time.Duration{"--publish-interval": c.PublishInterval, "--lease-check-interval": c.LeaseCheckInterval} {
+		if d <= 0 {
+			return nil, fmt.Errorf("%s must be positive, got %s", name, d)
+		}
+	}
+	if c.OrphanScanInterval < 0 {
+		return nil, fmt.Errorf("--orphan-scan-interval must not be negative (0 disables)")
 	}
 	if strings.TrimSpace(c.StatePath) == "" {
 		return nil, fmt.Errorf("--state-path is required")

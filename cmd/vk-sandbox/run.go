@@ -83,6 +83,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	recorder := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vk-sandbox", Host: cfg.NodeName})
 
 	prov := kube.NewProvider(&kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}, recorder, log)
+	prov.Pods = client.CoreV1()
 	eng, err := pipeline.New(pipeline.Config{
 		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
 		Sandboxd: sbx, Store: st, Reporter: prov, Observer: tel.Metrics, Logger: log,
