@@ -21,6 +21,7 @@ TOOLS=(
 	"etcd           etcd go.etcd.io/etcd/server/v3"
 	"kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver"
 	"kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler"
+	"agent-sandbox-controller agent-sandbox sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller"
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
