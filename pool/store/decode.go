@@ -157,7 +157,7 @@ func parseLine(b []byte) (record, error) {
 	if crc32Sum(body) != want {
 		return rec, errChecksum
 	}
-	if err := json.Unmarshal(body, &rec); err != nil {
+	if err := decodeBody(body, &rec); err != nil {
 		return rec, errors.New("record body: " + jsonReason(err))
 	}
 	if rec.Key == "" {

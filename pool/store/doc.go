@@ -35,7 +35,7 @@ framed with a checksum of its body:
 The frame is fixed: the 8 bytes {"crc":", eight lowercase hex digits of the
 CRC-32C (Castagnoli) of the body bytes exactly as written, the 8 bytes
 ","rec":, the body, then }\n. The body of a put carries the whole claim in
-the reference's JSON field names (plus ownerUID when set), so any one put
+the reference's JSON field names (plus ownerUID and owner when set), so any one put
 record alone restores its row; a del record is a tombstone. The table is the
 result of replaying the records in order. Every line is itself a JSON
 document, so jq can read the file.

@@ -93,7 +93,7 @@ func encodeOp(op Op) (encodedOp, error) {
 func checkClaim(c *Claim) string {
 	for _, f := range [...]struct{ name, v string }{
 		{"id", c.ID}, {"token", c.Token}, {"address", c.Address},
-		{"podUID", c.PodUID}, {"ownerUID", c.OwnerUID},
+		{"podUID", c.PodUID}, {"ownerUID", c.OwnerUID}, {"owner", c.Owner},
 	} {
 		if !utf8.ValidString(f.v) {
 			return "field " + f.name + " is not valid UTF-8"
@@ -118,7 +118,7 @@ func checkClaim(c *Claim) string {
 func encodeLine(key string, c *Claim, del bool) []byte {
 	n := frameBytes + 64 + len(key)
 	if !del {
-		n += 160 + len(c.ID) + len(c.Token) + len(c.Address) + len(c.PodUID) + len(c.OwnerUID)
+		n += 160 + len(c.ID) + len(c.Token) + len(c.Address) + len(c.PodUID) + len(c.OwnerUID) + len(c.Owner)
 	}
 	b := make([]byte, bodyOffset, n)
 	if del {
@@ -144,6 +144,10 @@ func encodeLine(key string, c *Claim, del bool) []byte {
 		if c.OwnerUID != "" {
 			b = append(b, `,"ownerUID":`...)
 			b = appendJSONString(b, c.OwnerUID)
+		}
+		if c.Owner != "" {
+			b = append(b, `,"owner":`...)
+			b = appendJSONString(b, c.Owner)
 		}
 		b = append(b, "}}"...)
 	}

@@ -31,6 +31,7 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 		c := testClaim(i)
 		c.ID, c.Token, c.Address, c.PodUID = s, s+"t", "a"+s, s
 		c.OwnerUID = odd[(i+3)%len(odd)]
+		c.Owner = odd[(i+5)%len(odd)]
 		c.ClaimedAt = c.ClaimedAt.In(zones[i%len(zones)]).Add(time.Duration(i) * 1234567)
 		if i%4 == 0 {
 			c.Deadline = time.Time{}
@@ -73,5 +74,49 @@ func TestEveryLineIsAJSONDocumentWhoseCRCCoversTheBody(t *testing.T) {
 	}
 	if got, _ := parseHex32([]byte(doc.CRC)); got != crc32Sum(doc.Rec) {
 		t.Fatalf("crc %s does not cover the body", doc.CRC)
+	}
+}
+
+// FuzzFastDecodeMatchesJSON: whenever the fast decoder accepts a body,
+// encoding/json accepts it too and decodes the same record.
+func FuzzFastDecodeMatchesJSON(f *testing.F) {
+	owned := testClaim(7)
+	owned.OwnerUID = "owner-ü"
+	owned.Owner = "agents.x-k8s.io/v1beta1/Sandbox/bö"
+	owned.ClaimedAt = owned.ClaimedAt.In(time.FixedZone("", -5*3600))
+	for _, line := range [][]byte{
+		encodeLine("ns/a", &Claim{}, false),
+		encodeLine("ns/b", &owned, false),
+		encodeLine("ns/c", &owned, true),
+		encodeLine(`ns/"esc"<&>`, &owned, false),
+	} {
+		f.Add(line[bodyOffset : len(line)-len(frameSuffix)])
+	}
+	f.Add([]byte(`{"op":"put","key":"k","claim":{"id":"","token":"","address":"","podUID":"","claimedAt":"0001-01-01T00:00:00Z","deadline":"2025-02-30T00:00:00Z"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast record
+		if !fastDecode(body, &fast) {
+			return
+		}
+		var slow record
+		if err := json.Unmarshal(body, &slow); err != nil {
+			t.Fatalf("fast path accepted what encoding/json rejects (%v): %q", err, body)
+		}
+		if fast.Op != slow.Op || fast.Key != slow.Key || (fast.Claim == nil) != (slow.Claim == nil) ||
+			(fast.Claim != nil && !identical(*fast.Claim, *slow.Claim)) {
+			t.Fatalf("fast %+v %+v != json %+v %+v for %q", fast, fast.Claim, slow, slow.Claim, body)
+		}
+	})
+}
+
+func TestFastDecoderTakesEveryLineTheEncoderWrites(t *testing.T) {
+	c := testClaim(3)
+	c.OwnerUID = "o"
+	for _, del := range []bool{false, true} {
+		line := encodeLine("ns/a", &c, del)
+		var rec record
+		if !fastDecode(line[bodyOffset:len(line)-len(frameSuffix)], &rec) {
+			t.Fatalf("fast path declined its own encoding (del %v): %s", del, line)
+		}
 	}
 }

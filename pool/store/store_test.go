@@ -79,7 +79,7 @@ func testClaim(i int) Claim {
 
 func sameClaim(a, b Claim) bool {
 	return a.ID == b.ID && a.Token == b.Token && a.Address == b.Address && a.PodUID == b.PodUID &&
-		a.OwnerUID == b.OwnerUID && a.ClaimedAt.Equal(b.ClaimedAt) && a.Deadline.Equal(b.Deadline)
+		a.OwnerUID == b.OwnerUID && a.Owner == b.Owner && a.ClaimedAt.Equal(b.ClaimedAt) && a.Deadline.Equal(b.Deadline)
 }
 
 func snapshot(s *Store) map[string]Claim {
@@ -146,6 +146,7 @@ func TestAcknowledgedPutsAndDeletesSurviveReopen(t *testing.T) {
 		c := testClaim(i)
 		if i == 3 {
 			c.OwnerUID = "owner-3"
+			c.Owner = "agents.x-k8s.io/v1beta1/Sandbox/box"
 			loc := time.FixedZone("x", 2*3600)
 			c.ClaimedAt = time.Now().In(loc) // has a monotonic reading; stripped
 		}
@@ -169,7 +170,7 @@ func TestAcknowledgedPutsAndDeletesSurviveReopen(t *testing.T) {
 	s = mustOpen(t, path, Options{})
 	defer mustClose(t, s)
 	checkTable(t, s, want)
-	if c, _ := s.Get("ns/p3"); c.OwnerUID != "owner-3" {
+	if c, _ := s.Get("ns/p3"); c.OwnerUID != "owner-3" || c.Owner != "agents.x-k8s.io/v1beta1/Sandbox/box" {
 		t.Fatalf("OwnerUID lost: %+v", c)
 	}
 }
