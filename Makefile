@@ -22,7 +22,7 @@ TEST_FLAGS   ?=
 
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build build-linux tools test lint bench clean demo
+.PHONY: build build-linux tools test lint bench bench-burst clean demo
 
 build:
 	$(GO) build ./...
@@ -53,8 +53,18 @@ lint:
 	if [[ -n "$$bad" ]]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$bad"; exit 1; fi
 
 # Placeholder until bench/ has its harness: every benchmark, no tests.
-bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
+# Micro-benchmarks: the store (commit cost vs table size, fsync on/off, the
+# full-rewrite baseline, restart), the pipeline (claim at concurrency 1..1024,
+# fsync on/off, in-process sandboxd) and tracing overhead. Results are
+# written to bench/results/bench-latest.txt for benchstat. The end-to-end
+# burst is `make bench-burst`.
+BENCH_FLAGS ?= -count=1
+bench:
+	@mkdir -p bench/results
+	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) -timeout $(TEST_TIMEOUT) ./pool/store/ ./pipeline/ ./telemetry/ | tee bench/results/bench-latest.txt
+
+bench-burst: tools
+	$(GO) run ./bench/burst $(BURST_FLAGS)
 
 # Removes bin/ only; the tools cache outside the clone is kept on purpose.
 clean:
