@@ -111,7 +111,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	node, err := kube.NewNode(kube.NodeOptions{
 		Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
 		CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
-		Client: client, EventRecorder: recorder, Workers: cfg.VKWorkers,
+		Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers,
 		DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth,
 	}, prov)
 	if err != nil {

@@ -1,0 +1,25 @@
+package kube
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+func TestQuietRecorderDropsOnlyTheEmptyCreateSuccess(t *testing.T) {
+	fake := record.NewFakeRecorder(10)
+	r := QuietRecorder(fake)
+	pod := &corev1.Pod{}
+	r.Event(pod, corev1.EventTypeNormal, "ProviderCreateSuccess", "Create pod in provider successfully")
+	r.Eventf(pod, corev1.EventTypeNormal, EventClaimed, "claimed VM %s", "sb_1")
+	r.Event(pod, corev1.EventTypeWarning, "ProviderCreateFailed", "boom")
+	close(fake.Events)
+	var got []string
+	for e := range fake.Events {
+		got = append(got, e)
+	}
+	if len(got) != 2 || got[0] != "Normal SandboxClaimed claimed VM sb_1" || got[1] != "Warning ProviderCreateFailed boom" {
+		t.Fatalf("events = %q", got)
+	}
+}
