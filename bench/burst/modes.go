@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
@@ -64,27 +64,10 @@ func createAll(ctx context.Context, cs kubernetes.Interface, t *tracker, workers
 	wg.Wait()
 }
 
-// sandboxPod is a Pod as the operator's mutator leaves it, bound to the
-// virtual node (as in kube/e2e sandboxPod).
-func sandboxPod(ns, name, node string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			kube.AnnTemplate: "default",
-		}},
-		Spec: corev1.PodSpec{
-			NodeName:      node,
-			RestartPolicy: corev1.RestartPolicyNever,
-			NodeSelector:  map[string]string{kube.LabelRuntime: kube.RuntimeSandboxd},
-			Tolerations:   []corev1.Toleration{{Key: kube.TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Containers:    []corev1.Container{{Name: "agent", Image: "sandbox:latest"}},
-		},
-	}
-}
-
 func podNames(ns, node string, n int) []*corev1.Pod {
 	out := make([]*corev1.Pod, n)
 	for i := range out {
-		out[i] = sandboxPod(ns, fmt.Sprintf("p-%05d", i), node)
+		out[i] = kubetest.SandboxPod(ns, fmt.Sprintf("p-%05d", i), node)
 	}
 	return out
 }

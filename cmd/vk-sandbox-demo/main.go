@@ -190,16 +190,8 @@ func run(ctx context.Context, hold bool) error {
 
 func createAndWait(ctx context.Context, cs kubernetes.Interface, owner *unstructured.Unstructured) (*corev1.Pod, error) {
 	yes := true
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo", Annotations: map[string]string{kube.AnnTemplate: "default"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(), Controller: &yes}}},
-		Spec: corev1.PodSpec{
-			NodeName:     nodeName,
-			NodeSelector: map[string]string{kube.LabelRuntime: kube.RuntimeSandboxd},
-			Tolerations:  []corev1.Toleration{{Key: kube.TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Containers:   []corev1.Container{{Name: "agent", Image: "sandbox"}},
-		},
-	}
+	pod := kubetest.SandboxPod(ns, "demo", nodeName)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(), Controller: &yes}}
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
@@ -229,18 +229,7 @@ func newNamespace(t *testing.T) string {
 // sandboxPod is a Pod as the operator's mutator leaves it, bound straight
 // to the virtual node (no scheduler in this suite).
 func sandboxPod(ns, name, node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			kube.AnnTemplate: "default",
-		}},
-		Spec: corev1.PodSpec{
-			NodeName:      node,
-			RestartPolicy: corev1.RestartPolicyNever,
-			NodeSelector:  map[string]string{kube.LabelRuntime: kube.RuntimeSandboxd},
-			Tolerations:   []corev1.Toleration{{Key: kube.TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Containers:    []corev1.Container{{Name: "agent", Image: "sandbox:latest"}},
-		},
-	}
+	p := kubetest.SandboxPod(ns, name, node)
 	for _, m := range mutate {
 		m(p)
 	}
