@@ -1,0 +1,386 @@
+//go:build linux
+
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// smallFS mounts a 64 KiB tmpfs for the state directory and unmounts it at
+// cleanup. It skips the test when that is impossible (not root, no mount).
+func smallFS(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("R4 needs root to mount a small tmpfs for the state directory")
+	}
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k,mode=0700"); err != nil {
+		t.Skipf("R4: cannot mount a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	return dir
+}
+
+// fill writes a filler file until the filesystem answers ENOSPC.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, chunk := range []int{4096, 1} {
+		buf := make([]byte, chunk)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("filling %s: %v, want ENOSPC", dir, err)
+				}
+				break
+			}
+		}
+	}
+	return path
+}
+
+// r4Rig is the engine over a real, fsynced store on the small filesystem.
+type r4Rig struct {
+	env  *simEnv
+	path string
+	st   *store.Store
+	rep  *reporter
+	eng  *pipeline.Engine
+}
+
+func newR4Rig(t *testing.T, dir string) *r4Rig {
+	env := newSim(t, sim.Config{})
+	path := filepath.Join(dir, "state", "claims.json")
+	st := openStore(t, path, true)
+	rep := newReporter()
+	cfg := testConfig(env.root, st, rep)
+	// One transaction per failing Pod while the disk is bad, so the live
+	// VM count can be read between transactions; a re-Create retries.
+	cfg.RequeueMin, cfg.RequeueMax = time.Hour, time.Hour
+	return &r4Rig{env: env, path: path, st: st, rep: rep, eng: startEngine(t, cfg)}
+}
+
+// claimOK creates Pods and waits until each is Running.
+func (r *r4Rig) claimOK(t *testing.T, prefix string, n int) map[string]string {
+	t.Helper()
+	ids := map[string]string{}
+	for i := range n {
+		it := intent(fmt.Sprintf("r4/%s-%d", prefix, i), fmt.Sprintf("uid-%s-%d", prefix, i), "")
+		create(t, r.eng, it)
+		ids[it.Ref.Key] = r.rep.running(t, it.Ref.UID).claim.ID
+	}
+	return ids
+}
+
+// TestR4DiskFull: the state filesystem fills up. Claims made meanwhile end
+// Pending with SandboxStateWriteFailed, never Running, and are rolled back
+// at sandboxd (zero live VMs for them). Once space is freed, the same Pods
+// and new ones are claimed, and a reload holds every acknowledged claim and
+// none of the failed ones.
+func TestR4DiskFull(t *testing.T) {
+	noLeaks(t)
+	dir := smallFS(t)
+	r := newR4Rig(t, dir)
+	ctx := context.Background()
+	acked := r.claimOK(t, "before", 3)
+
+	filler := fill(t, dir)
+	// The log's last page may still have room for a few lines; a probe row
+	// uses it up, so that every later commit really meets ENOSPC. Once a
+	// commit fails the store is dirty and rewrites from memory next time,
+	// which needs fresh pages.
+	probe := store.Claim{ID: "sb_probe", Token: "probe-token", Address: "10.0.0.1:1", PodUID: "uid-probe"}
+	var perr error
+	puts := 0
+	for ; puts < 200 && perr == nil; puts++ {
+		perr = r.st.Put(ctx, "r4/probe", probe)
+	}
+	if !errors.Is(perr, syscall.ENOSPC) {
+		t.Fatalf("the store kept accepting commits on a full disk: last Put = %v", perr)
+	}
+	t.Logf("disk full after %d probe commits: %v", puts, perr)
+
+	const failing = 3
+	var failed []pipeline.Intent
+	for i := range failing {
+		it := intent(fmt.Sprintf("r4/full-%d", i), fmt.Sprintf("uid-full-%d", i), "")
+		failed = append(failed, it)
+		create(t, r.eng, it)
+	}
+	r.rep.outcome(t, pipeline.OutcomeRolledBack, failing)
+	for _, it := range failed {
+		ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonStateWrite, 1)
+		if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, "no space left") {
+			t.Errorf("Pending message %q does not name the pod and ENOSPC", ev.msg)
+		}
+		if live := liveFor(r.env.sim, it.Ref.Key); len(live) != 0 {
+			t.Errorf("%s: %d VMs live after the failed commit: not rolled back", it.Ref.Key, len(live))
+		}
+		if _, ok := r.eng.Claim(it.Ref.Key); ok {
+			t.Errorf("%s: a failed claim is still in the table", it.Ref.Key)
+		}
+	}
+	for _, it := range failed {
+		if i := find(r.rep.snapshot(), "running", it.Ref.UID, ""); i >= 0 {
+			t.Fatalf("%s went Running while the state disk was full", it.Ref.Key)
+		}
+	}
+	if got := r.env.count("release_ok"); got != failing {
+		t.Errorf("release_ok = %d, want %d rollbacks", got, failing)
+	}
+
+	// The disk recovers: the same Pods (re-sent) and new ones are claimed.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.Delete(ctx, "r4/probe"); err != nil {
+		t.Fatalf("store after the disk recovered: %v", err)
+	}
+	for _, it := range failed {
+		create(t, r.eng, it)
+		acked[it.Ref.Key] = r.rep.running(t, it.Ref.UID).claim.ID
+	}
+	for k, id := range r.claimOK(t, "after", 2) {
+		acked[k] = id
+	}
+	checkReload(t, r, acked)
+}
+
+// TestR4ReadOnlyStateDir: the state filesystem becomes read-only. Linux
+// refuses to remount a filesystem read-only while a file on it is open for
+// writing (EBUSY), and the store always holds its log open, so a running
+// store cannot see EROFS: the test pins that, then covers the restart: a
+// store opened on the read-only filesystem fails with a clear error (no
+// engine starts, nothing is claimed), and once it is writable again the
+// reload holds every acknowledged claim.
+func TestR4ReadOnlyStateDir(t *testing.T) {
+	noLeaks(t)
+	dir := smallFS(t)
+	r := newR4Rig(t, dir)
+	acked := r.claimOK(t, "before", 3)
+
+	err := syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, "")
+	if err == nil {
+		t.Fatal("remounted read-only under an open writer: the store's log is not held open for writing")
+	}
+	if !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("remount read-only: %v, want EBUSY", err)
+	}
+	acked = mergeIDs(acked, r.claimOK(t, "still-writable", 1))
+	if err := r.st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remount read-only once the store closed: %v", err)
+	}
+	remounted := false
+	t.Cleanup(func() {
+		if !remounted {
+			_ = syscall.Mount("", dir, "", syscall.MS_REMOUNT, "")
+		}
+	})
+	if s, err := store.Open(r.path, store.Options{Logger: quiet}); err == nil {
+		_ = s.Close()
+		t.Fatal("store.Open succeeded on a read-only state directory")
+	} else if !strings.Contains(err.Error(), r.path) && !strings.Contains(err.Error(), filepath.Dir(r.path)) {
+		t.Errorf("Open error %q does not name the state path", err)
+	}
+	if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT, ""); err != nil {
+		t.Fatalf("remount read-write: %v", err)
+	}
+	remounted = true
+	checkReloadOnly(t, r, acked)
+}
+
+func mergeIDs(a, b map[string]string) map[string]string {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
+}
+
+// checkReload closes the store and checks the reload.
+func checkReload(t *testing.T, r *r4Rig, acked map[string]string) {
+	t.Helper()
+	if err := r.st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	checkReloadOnly(t, r, acked)
+}
+
+// checkReloadOnly: the reloaded store holds exactly the acknowledged claims
+// (each with the id reported Running, and live at sandboxd), so no failed
+// claim and no rolled-back VM came back.
+func checkReloadOnly(t *testing.T, r *r4Rig, acked map[string]string) {
+	t.Helper()
+	st, err := store.Open(r.path, store.Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("reload %s: %v", r.path, err)
+	}
+	defer st.Close()
+	got := map[string]string{}
+	st.Range(func(k string, c store.Claim) bool { got[k] = c.ID; return true })
+	if len(got) != len(acked) {
+		t.Errorf("reload holds %d rows %v, want the %d acknowledged %v", len(got), got, len(acked), acked)
+	}
+	live := map[string]bool{}
+	for _, sb := range r.env.sim.Sandboxes() {
+		live[sb.ID] = true
+	}
+	for k, id := range acked {
+		if got[k] != id {
+			t.Errorf("%s: reloaded claim %q, want the acknowledged %s", k, got[k], id)
+		}
+		if !live[id] {
+			t.Errorf("%s: acknowledged claim %s is not live at sandboxd", k, id)
+		}
+	}
+	if len(live) != len(acked) {
+		t.Errorf("%d VMs live at sandboxd for %d acknowledged claims", len(live), len(acked))
+	}
+}
+
+// ext4Shutdown is EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)) and its flag
+// that drops the journal: from then on every write and fsync on the
+// filesystem fails with EIO, as on a dying disk, until it is remounted.
+const (
+	ext4Shutdown           = 0x8004587d
+	ext4GoingNoLogFlush    = 2
+	loopImageBytes         = 8 << 20
+	ioErrorPods, ackedPods = 2, 2
+)
+
+// loopExt4 makes an ext4 image, mounts it on a loop device, and returns the
+// mount point and a remount function. It skips when not root or when the
+// tools or loop devices are missing.
+func loopExt4(t *testing.T) (dir string, remount func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("R4 needs root to mount a loop filesystem")
+	}
+	base := t.TempDir()
+	img, dir := filepath.Join(base, "state.img"), filepath.Join(base, "mnt")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, loopImageBytes); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, args ...string) error {
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s %v: %v: %s", name, args, err, out)
+		}
+		return nil
+	}
+	if err := run("mkfs.ext4", "-q", "-F", img); err != nil {
+		t.Skipf("R4: %v", err)
+	}
+	mount := func() error { return run("mount", "-t", "ext4", "-o", "loop", img, dir) }
+	if err := mount(); err != nil {
+		t.Skipf("R4: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := run("umount", dir); err != nil {
+			t.Errorf("%v", err)
+			_ = run("umount", "-l", dir)
+		}
+	})
+	return dir, func() {
+		t.Helper()
+		if err := run("umount", dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := mount(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestR4IOErrorOnFsync: the state disk starts failing every write and
+// fsync with EIO. Claims end Pending with SandboxStateWriteFailed, never
+// Running, rolled back at sandboxd; the store does not treat the failure as
+// harmless: no later commit is acknowledged while the disk is dead (each one
+// tries to rewrite from memory and fails). After a remount, the reload holds
+// exactly the claims acknowledged before the failure.
+func TestR4IOErrorOnFsync(t *testing.T) {
+	noLeaks(t)
+	dir, remount := loopExt4(t)
+	r := newR4Rig(t, dir)
+	ctx := context.Background()
+	acked := r.claimOK(t, "before", ackedPods)
+
+	fd, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := uint32(ext4GoingNoLogFlush)
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd.Fd(), ext4Shutdown, uintptr(unsafe.Pointer(&flag)))
+	_ = fd.Close()
+	if errno != 0 {
+		t.Skipf("R4: EXT4_IOC_SHUTDOWN: %v", errno)
+	}
+
+	var failed []pipeline.Intent
+	for i := range ioErrorPods {
+		it := intent(fmt.Sprintf("r4/eio-%d", i), fmt.Sprintf("uid-eio-%d", i), "")
+		failed = append(failed, it)
+		create(t, r.eng, it)
+	}
+	r.rep.outcome(t, pipeline.OutcomeRolledBack, ioErrorPods)
+	for _, it := range failed {
+		ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonStateWrite, 1)
+		if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, "input/output error") {
+			t.Errorf("Pending message %q does not name the pod and EIO", ev.msg)
+		}
+		if find(r.rep.snapshot(), "running", it.Ref.UID, "") >= 0 {
+			t.Fatalf("%s went Running on a failing disk", it.Ref.Key)
+		}
+		if live := liveFor(r.env.sim, it.Ref.Key); len(live) != 0 {
+			t.Errorf("%s: %d VMs live after the failed commit: not rolled back", it.Ref.Key, len(live))
+		}
+	}
+	// Never "retried as if harmless": a later commit on the dead disk is
+	// refused too, however often it is tried.
+	for i := range 3 {
+		if err := r.st.Put(ctx, "r4/after-eio", store.Claim{ID: "sb_x", Token: "x-token", PodUID: "uid-x"}); err == nil {
+			t.Fatalf("commit %d after EIO was acknowledged on a dead disk", i)
+		}
+	}
+	if _, ok := r.st.Get("r4/after-eio"); ok {
+		t.Fatal("an unacknowledged commit reached the table")
+	}
+	_ = r.st.Close() // its final write fails on the dead disk: expected
+	remount()
+	checkReloadOnly(t, r, acked)
+}

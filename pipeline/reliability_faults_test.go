@@ -1,0 +1,285 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+)
+
+// r3Attempts is the in-transaction claim retry bound of the R3 engine.
+const r3Attempts = 4
+
+// r3Rig is one engine, with a counting sandboxd client, over an emulator
+// that can also be taken down and brought back.
+type r3Rig struct {
+	env *downableSim
+	cs  *countingSandboxd
+	rep *reporter
+	eng *pipeline.Engine
+}
+
+func newR3Rig(t *testing.T, mod ...func(*pipeline.Config)) *r3Rig {
+	t.Helper()
+	env := newDownableSim(t, sim.Config{})
+	cs := &countingSandboxd{Sandboxd: env.root}
+	rep := newReporter()
+	cfg := testConfig(cs, openStore(t, tempStorePath(t), false), rep)
+	cfg.ClaimRetry.MaxAttempts = r3Attempts
+	for _, m := range mod {
+		m(&cfg)
+	}
+	return &r3Rig{env: env, cs: cs, rep: rep, eng: startEngine(t, cfg)}
+}
+
+// inject applies a fault mode; "down" closes the emulator's listener.
+func (r *r3Rig) inject(f sim.Fault) {
+	if f.Mode == "down" {
+		r.env.down()
+		return
+	}
+	r.env.sim.InjectFault(f)
+}
+
+func (r *r3Rig) clear(t *testing.T, mode string) {
+	if mode == "down" {
+		r.env.up(t)
+		return
+	}
+	r.env.sim.ClearFaults()
+}
+
+// settle checks the end state every R3 case must reach: the Pod is Running
+// with exactly one live VM under its claim_ref (the one it reports, so no
+// duplicate from a lost response), and an owner-gone delete releases it.
+func (r *r3Rig) settle(t *testing.T, it pipeline.Intent) {
+	t.Helper()
+	run := r.rep.running(t, it.Ref.UID)
+	live := liveFor(r.env.sim, it.Ref.Key)
+	if len(live) != 1 || live[0].ID != run.claim.ID {
+		t.Fatalf("%s: live VMs %v, want exactly the Running claim %s", it.Ref.Key, live, run.claim.ID)
+	}
+	// A duplicate event may re-push Running; it must carry the same claim.
+	for _, ev := range r.rep.snapshot() {
+		if matches(ev, "running", it.Ref.UID, "") && ev.claim.ID != run.claim.ID {
+			t.Errorf("%s: Running reported claims %s and %s", it.Ref.Key, run.claim.ID, ev.claim.ID)
+		}
+	}
+	res, err := r.eng.Delete(context.Background(), it.Ref, verdict(true, "owner-gone"))
+	if err != nil || !res.Held {
+		t.Fatalf("%s: Delete = %+v, %v", it.Ref.Key, res, err)
+	}
+	if n := len(r.env.sim.Sandboxes()); n != 0 {
+		t.Fatalf("%s: %d VMs live after the release, want 0", it.Ref.Key, n)
+	}
+}
+
+// TestR3SandboxdTransientFaults: one fault (or a short burst) that the
+// in-transaction retry absorbs. The Pod ends Running without a Pending
+// detour, sandboxd saw exactly the expected claim attempts, a lost or
+// broken answer never doubles the VM, and nothing leaks.
+func TestR3SandboxdTransientFaults(t *testing.T) {
+	slow := 10 * time.Second
+	cases := []struct {
+		name   string
+		fault  sim.Fault
+		claims int64 // claim attempts at the engine's client
+	}{
+		{"500", sim.Fault{Mode: "500", Count: 2}, 3},
+		{"503-retry-after", sim.Fault{Mode: "503", Count: 1, RetryAfter: time.Second}, 2},
+		{"garbage", sim.Fault{Mode: "garbage", Count: 1}, 2},
+		{"reset", sim.Fault{Mode: "reset", Count: 1}, 2},
+		{"missing-id", sim.Fault{Mode: "missing-id", Count: 1}, 2},
+		// The VM is made and its answer lost: recovered by claim_ref, never
+		// claimed again.
+		{"lose-response", sim.Fault{Mode: "lose-response", Count: 1}, 1},
+		// A slow sandboxd is waited for, not abandoned and re-claimed.
+		{"slow-10s", sim.Fault{Mode: "slow", Count: 1, Delay: slow}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeaks(t)
+			r := newR3Rig(t)
+			tc.fault.Verb = pool.VerbClaim
+			r.inject(tc.fault)
+			it := intent("r3/"+tc.name, "uid-"+tc.name, "owner-"+tc.name)
+			create(t, r.eng, it)
+			if tc.fault.Mode == "slow" {
+				// Duplicate events while the slow claim is in flight.
+				eventually(t, "the slow claim to be in flight", func() bool { return r.cs.claims.Load() == 1 })
+				create(t, r.eng, it)
+				create(t, r.eng, it)
+			}
+			r.settle(t, it)
+			if got := r.cs.claims.Load(); got != tc.claims {
+				t.Errorf("claim attempts = %d, want %d", got, tc.claims)
+			}
+			if got := r.env.sim.Counters()["claim"]; got != tc.claims {
+				t.Errorf("claims at sandboxd = %d, want %d", got, tc.claims)
+			}
+			if got := r.env.sim.Counters()["claim_ok"]; got != 1 {
+				t.Errorf("VMs claimed at sandboxd = %d, want 1", got)
+			}
+			if n := countOf(r.rep.snapshot(), "pending", it.Ref.UID, ""); n != 0 {
+				t.Errorf("a fault absorbed inside the transaction surfaced %d Pending reports", n)
+			}
+			if tc.fault.Mode == "503" {
+				// Retry-After is honoured: the retry waited at least 1 s.
+				ts := r.cs.times()
+				if len(ts) != 2 || ts[1].Sub(ts[0]) < time.Second {
+					t.Errorf("claim times %v: the retry did not wait for Retry-After (1s)", ts)
+				}
+			}
+		})
+	}
+}
+
+// TestR3SandboxdDown: sandboxd is down (connection refused) when the Pod
+// arrives. The Pod is Pending with SandboxClaimFailed naming the Pod and
+// the cause, retried with bounded attempts per transaction, and Running
+// with exactly one VM once sandboxd is back.
+func TestR3SandboxdDown(t *testing.T) {
+	noLeaks(t)
+	r := newR3Rig(t)
+	r.inject(sim.Fault{Mode: "down"})
+	it := intent("r3/down", "uid-down", "owner-down")
+	create(t, r.eng, it)
+	ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonClaimFailed, 3)
+	if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, "connect") {
+		t.Errorf("Pending message %q does not name the pod and the refused connection", ev.msg)
+	}
+	checkBounded(t, r, it, r3Attempts)
+	r.clear(t, "down")
+	r.settle(t, it)
+	if got := r.env.sim.Counters()["claim"]; got != 1 {
+		t.Errorf("claims at sandboxd = %d, want 1 (only after it came back)", got)
+	}
+}
+
+// TestR3SandboxdPersistentFaults: a fault that outlasts every in-transaction
+// retry. The Pod stays Pending with the documented reason (never Running,
+// never a VM), each transaction's attempts are bounded (4xx and capacity
+// misses are tried once), and once the fault clears the Pod is Running
+// with exactly one VM.
+func TestR3SandboxdPersistentFaults(t *testing.T) {
+	cases := []struct {
+		name, mode string
+		retryAfter time.Duration
+		reason     string
+		perTx      int64 // claim attempts a transaction may make
+	}{
+		{"500", "500", 0, pipeline.ReasonClaimFailed, r3Attempts},
+		{"503-retry-after", "503", time.Second, pipeline.ReasonClaimFailed, r3Attempts},
+		{"garbage", "garbage", 0, pipeline.ReasonClaimFailed, r3Attempts},
+		{"reset", "reset", 0, pipeline.ReasonClaimFailed, r3Attempts},
+		{"missing-id", "missing-id", 0, pipeline.ReasonClaimFailed, r3Attempts},
+		{"409", "409", 0, pipeline.ReasonClaimFailed, 1},
+		{"429", "429", time.Second, pipeline.ReasonCapacity, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeaks(t)
+			r := newR3Rig(t)
+			r.inject(sim.Fault{Verb: pool.VerbClaim, Mode: tc.mode, RetryAfter: tc.retryAfter})
+			it := intent("r3/"+tc.name, "uid-"+tc.name, "owner-"+tc.name)
+			create(t, r.eng, it)
+			n := 3
+			if tc.retryAfter > 0 && tc.perTx > 1 {
+				n = 1 // each transaction waits out Retry-After three times
+			}
+			ev := r.rep.pending(t, it.Ref.UID, tc.reason, n)
+			// The capacity message names the template, not the Pod it is
+			// reported on (see the report); every other names the Pod.
+			if want := it.Ref.Key; tc.reason == pipeline.ReasonCapacity {
+				if !strings.Contains(ev.msg, template) {
+					t.Errorf("Pending message %q does not name the template", ev.msg)
+				}
+			} else if !strings.Contains(ev.msg, want) {
+				t.Errorf("Pending message %q does not name the pod", ev.msg)
+			}
+			checkBounded(t, r, it, tc.perTx)
+			if sent, at := r.cs.claims.Load(), r.env.sim.Counters()["claim"]; at > sent {
+				t.Errorf("sandboxd saw %d claims, the engine sent %d: a claim was retried below the engine", at, sent)
+			}
+			r.clear(t, tc.mode)
+			r.settle(t, it)
+		})
+	}
+}
+
+// checkBounded: while the fault lasts there is no Running and no VM, and
+// the claim attempts are at most perTx per finished transaction, plus one
+// transaction that may be in flight.
+func checkBounded(t *testing.T, r *r3Rig, it pipeline.Intent, perTx int64) {
+	t.Helper()
+	evs := r.rep.snapshot()
+	claims := r.cs.claims.Load()
+	tx := int64(countOf(evs, "outcome", "", ""))
+	if find(evs, "running", it.Ref.UID, "") >= 0 {
+		t.Fatalf("%s: Running while sandboxd is failing", it.Ref.Key)
+	}
+	if n := len(r.env.sim.Sandboxes()); n != 0 {
+		t.Fatalf("%s: %d VMs exist while every claim failed", it.Ref.Key, n)
+	}
+	if tx == 0 || claims > perTx*(tx+1) {
+		t.Fatalf("%s: %d claim attempts over %d transactions, want at most %d per transaction", it.Ref.Key, claims, tx, perTx)
+	}
+	t.Logf("%s: %d claim attempts, %d lists over %d transactions", it.Ref.Key, claims, r.cs.lists.Load(), tx)
+}
+
+// TestR3CapacityStorm: a 429 storm over many Pods. Every Pod stays Pending
+// with SandboxCapacityMiss, a capacity miss is never retried inside a
+// transaction (one claim per transaction: the node is not hammered), and
+// when capacity returns every Pod is Running with exactly one VM.
+func TestR3CapacityStorm(t *testing.T) {
+	noLeaks(t)
+	pods := 20
+	if full() {
+		pods = 200
+	}
+	// Every Pod holds a queue slot while Pending: room for all of them, or
+	// Create blocks (backpressure) for the rest of the storm.
+	r := newR3Rig(t, func(c *pipeline.Config) { c.QueueDepth = pods })
+	r.inject(sim.Fault{Verb: pool.VerbClaim, Mode: "429", RetryAfter: time.Second})
+	var its []pipeline.Intent
+	for i := range pods {
+		it := intent(fmt.Sprintf("r3/storm-%d", i), fmt.Sprintf("uid-storm-%d", i), "owner-storm")
+		its = append(its, it)
+		create(t, r.eng, it)
+	}
+	for _, it := range its {
+		r.rep.pending(t, it.Ref.UID, pipeline.ReasonCapacity, 2)
+	}
+	evs := r.rep.snapshot()
+	claims, tx := r.cs.claims.Load(), int64(countOf(evs, "outcome", "", ""))
+	const inFlight = 2 * 4 // shards × workers of testConfig
+	if claims > tx+inFlight {
+		t.Fatalf("%d claims over %d transactions: a capacity miss was retried inside a transaction", claims, tx)
+	}
+	if find(evs, "running", "", "") >= 0 || len(r.env.sim.Sandboxes()) != 0 {
+		t.Fatal("a Pod went Running, or a VM exists, during the 429 storm")
+	}
+	r.clear(t, "429")
+	for _, it := range its {
+		run := r.rep.running(t, it.Ref.UID)
+		if live := liveFor(r.env.sim, it.Ref.Key); len(live) != 1 || live[0].ID != run.claim.ID {
+			t.Fatalf("%s: live VMs %v, want exactly the Running claim %s", it.Ref.Key, live, run.claim.ID)
+		}
+	}
+	if n := len(r.env.sim.Sandboxes()); n != pods {
+		t.Fatalf("%d VMs for %d Pods", n, pods)
+	}
+	for _, it := range its {
+		if res, err := r.eng.Delete(context.Background(), it.Ref, verdict(true, "owner-gone")); err != nil || !res.Held {
+			t.Fatalf("%s: Delete = %+v, %v", it.Ref.Key, res, err)
+		}
+	}
+	if n := len(r.env.sim.Sandboxes()); n != 0 {
+		t.Fatalf("%d VMs live after releasing every Pod", n)
+	}
+}

@@ -1,0 +1,164 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+)
+
+// full selects the full size of the reliability suites (make
+// test-reliability); otherwise they run at CI size.
+func full() bool { return os.Getenv("VK_RELIABILITY") == "full" }
+
+// noLeaks registers, as the test's first cleanup (so it runs last, after
+// every engine, store and server the test started has stopped), a check
+// that no goroutine outlives the test.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+// countingSandboxd counts what the engine asks of sandboxd, including calls
+// that never reach it (the emulator cannot count a refused connection).
+type countingSandboxd struct {
+	pipeline.Sandboxd
+	claims, lists, gets, releases atomic.Int64
+
+	mu         sync.Mutex
+	claimTimes []time.Time
+}
+
+func (c *countingSandboxd) Claim(ctx context.Context, r pool.ClaimRequest) (pool.ClaimResponse, error) {
+	c.claims.Add(1)
+	c.mu.Lock()
+	c.claimTimes = append(c.claimTimes, time.Now())
+	c.mu.Unlock()
+	return c.Sandboxd.Claim(ctx, r)
+}
+
+func (c *countingSandboxd) List(ctx context.Context, ref string) ([]pool.Sandbox, error) {
+	c.lists.Add(1)
+	return c.Sandboxd.List(ctx, ref)
+}
+
+func (c *countingSandboxd) Get(ctx context.Context, id string) (pool.Sandbox, error) {
+	c.gets.Add(1)
+	return c.Sandboxd.Get(ctx, id)
+}
+
+func (c *countingSandboxd) Release(ctx context.Context, id, tok string) error {
+	c.releases.Add(1)
+	return c.Sandboxd.Release(ctx, id, tok)
+}
+
+func (c *countingSandboxd) times() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Time(nil), c.claimTimes...)
+}
+
+// downableSim is the emulator behind a real listener that can be closed
+// ("sandboxd down": connections are refused) and reopened on the same
+// address ("sandboxd back"), unlike httptest.Server.
+type downableSim struct {
+	sim  *sim.Server
+	addr string
+	root *pool.Client
+
+	mu   sync.Mutex
+	srv  *http.Server
+	done chan struct{}
+}
+
+func newDownableSim(t *testing.T, cfg sim.Config) *downableSim {
+	t.Helper()
+	cfg.RootToken, cfg.NodeToken = rootToken, nodeToken
+	if cfg.Pools == nil {
+		cfg.Pools = map[pool.Key]int{{Template: template}: 8}
+	}
+	if cfg.ColdLatency == 0 {
+		cfg.ColdLatency = -1
+	}
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatalf("sim.New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	d := &downableSim{sim: s, addr: ln.Addr().String()}
+	d.serve(ln)
+	d.root, err = pool.NewClient(pool.ClientOptions{BaseURL: "http://" + d.addr, Token: rootToken, Retry: fastRetry})
+	if err != nil {
+		t.Fatalf("pool.NewClient: %v", err)
+	}
+	t.Cleanup(func() {
+		d.root.CloseIdleConnections()
+		d.down()
+		if err := s.Close(); err != nil {
+			t.Errorf("sim.Close: %v", err)
+		}
+	})
+	return d
+}
+
+func (d *downableSim) serve(ln net.Listener) {
+	srv := &http.Server{Handler: d.sim.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			panic(err)
+		}
+	}()
+	d.mu.Lock()
+	d.srv, d.done = srv, done
+	d.mu.Unlock()
+}
+
+// down closes the listener and every connection; a no-op when down.
+func (d *downableSim) down() {
+	d.mu.Lock()
+	srv, done := d.srv, d.done
+	d.srv = nil
+	d.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+		<-done
+	}
+}
+
+// up listens on the same address again.
+func (d *downableSim) up(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", d.addr)
+	if err != nil {
+		t.Fatalf("re-listen on %s: %v", d.addr, err)
+	}
+	d.serve(ln)
+}
+
+// liveFor is the emulator's live index filtered by claim_ref.
+func liveFor(s *sim.Server, ref string) []pool.Sandbox {
+	var out []pool.Sandbox
+	for _, sb := range s.Sandboxes() {
+		if sb.ClaimRef == ref {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
