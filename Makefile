@@ -22,7 +22,7 @@ TEST_FLAGS   ?=
 
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build build-linux tools test lint bench bench-burst clean demo
+.PHONY: build build-linux tools test test-reliability fuzz lint bench bench-burst clean demo
 
 build:
 	$(GO) build ./...
@@ -45,6 +45,20 @@ tools:
 test: tools
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(RACE_PKGS)
+
+# The reliability suites of docs/reliability.md at full size. Every test is
+# named TestR<n>...; `make test` runs the same tests at CI size, and
+# VK_RELIABILITY=full makes them run at the size the document reports
+# (50 SIGKILLs over 2,000 Pods, 10,000 soak cycles, ...). Not run by CI.
+RELIABILITY_TIMEOUT ?= 150m
+test-reliability: tools
+	VK_RELIABILITY=full $(GO) test -count=1 -v -timeout $(RELIABILITY_TIMEOUT) -run '^TestR[0-9]' ./...
+
+# Every fuzz target for FUZZTIME each (default 10m), one after another. CI
+# runs only the seed corpora in testdata/fuzz, as ordinary tests.
+FUZZTIME ?= 10m
+fuzz:
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 lint:
 	$(GO) vet ./...
