@@ -191,7 +191,7 @@ func (e *Engine) claim(ctx context.Context, it Intent) (pool.ClaimResponse, erro
 	// errUnrecoverable or exhausted retries) must look up first as well, or
 	// it claims a second VM for the same claim_ref.
 	unsettled := e.table.isUnsettled(it.Ref.Key)
-	maybeClaimed := unsettled
+	maybeClaimed := unsettled || e.maybeUnheld(it.Ref.Key)
 	bo := e.cfg.ClaimRetry.backOff()
 	attempt := 0
 	op := func() error {
@@ -245,6 +245,8 @@ func (e *Engine) recoverLost(ctx context.Context, ref PodRef) (pool.ClaimRespons
 	if err != nil {
 		return pool.ClaimResponse{}, false, err
 	}
+	var got pool.ClaimResponse
+	var found bool
 	for _, row := range rows {
 		if row.ClaimRef != ref.Key {
 			continue
@@ -256,19 +258,26 @@ func (e *Engine) recoverLost(ctx context.Context, ref PodRef) (pool.ClaimRespons
 		if full.Token == "" {
 			return pool.ClaimResponse{}, false, fmt.Errorf("sandbox %s: %w", row.ID, errUnrecoverable)
 		}
-		if full.OwnerAddr != "" {
+		if full.OwnerAddr != "" && !found {
 			e.log.InfoContext(ctx, "recovered a claim whose response was lost", "pod", ref.Key, "claim", row.ID)
-			return pool.ClaimResponse{ID: full.ID, Token: full.Token, Deadline: full.Deadline, OwnerAddr: full.OwnerAddr}, true, nil
+			got = pool.ClaimResponse{ID: full.ID, Token: full.Token, Deadline: full.Deadline, OwnerAddr: full.OwnerAddr}
+			found = true
+			continue
 		}
-		// Without its address the VM cannot be served. It was never
-		// delivered to anyone, and we now hold its credential: release it
-		// and claim afresh, so there is still exactly one VM.
+		// Without its address the VM cannot be served, and a second one
+		// under the same claim_ref is a duplicate. Neither was delivered to
+		// anyone, and we now hold the credential: release it, so that the
+		// key ends with exactly one VM.
 		if err := e.sbx.Release(ctx, full.ID, full.Token); err != nil {
 			return pool.ClaimResponse{}, false, err
 		}
-		e.obs.Decision(ctx, "release", "lost-response-no-address")
+		reason := "lost-response-duplicate"
+		if full.OwnerAddr == "" {
+			reason = "lost-response-no-address"
+		}
+		e.obs.Decision(ctx, "release", reason)
 	}
-	return pool.ClaimResponse{}, false, nil
+	return got, found, nil
 }
 
 func (e *Engine) publishRunning(ctx context.Context, ref PodRef, c store.Claim, adopted bool) {

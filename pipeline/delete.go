@@ -42,6 +42,9 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 	e.cancelIntent(ref.UID) // a deleted generation is never claimed for again
 	defer e.locks.lock(ref.Key)()
 	c, st := e.table.lookup(ref.Key)
+	if st == StateNone && e.maybeUnheld(ref.Key) {
+		return e.deleteUnheld(ctx, ref, authorize)
+	}
 	// Stale-UID guard: the claim belongs to another generation of this key
 	// (or there is none); this delete carries no authority over it.
 	if st == StateNone || c.PodUID != ref.UID {
@@ -76,9 +79,11 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 		e.obs.Decision(ctx, "release_failed", reason)
 		return keyErr(key, "release of "+c.ID, err)
 	}
-	if st == StateTentative {
+	switch st {
+	case StateNone: // an unheld VM: there is no row to forget
+	case StateTentative:
 		e.table.clearTentative(key)
-	} else {
+	default:
 		// The VM is gone. If this tombstone fails to land, the row comes back
 		// quarantined after a restart and the listing drops it.
 		if err := e.store.Delete(context.WithoutCancel(ctx), key); err != nil {
@@ -89,4 +94,53 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 	e.obs.Decision(ctx, "release", reason)
 	e.log.InfoContext(ctx, "released VM", "pod", key, "claim", c.ID, "reason", reason)
 	return nil
+}
+
+// deleteUnheld handles a delete for a key with no row while sandboxd may
+// hold VMs under its claim_ref that no row holds (claims in flight when the
+// last process stopped). Those VMs were never reported Running, so no user
+// has one; still, they are released only on a release verdict from this
+// Pod's owner. On preserve they stay unsettled, and the key's next claim
+// recovers one of them instead of claiming again. Without the root token
+// their credentials cannot be fetched: they are logged and left to their
+// lease.
+func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, authorize func(context.Context) Verdict) (DeleteResult, error) {
+	rows, err := e.sbx.List(ctx, ref.Key)
+	if err != nil {
+		return DeleteResult{}, keyErr(ref.Key, "look up unheld sandboxes by claim_ref", err)
+	}
+	var ids []string
+	for _, r := range rows {
+		if r.ClaimRef == ref.Key {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		e.table.setUnsettled(ref.Key, false)
+		return DeleteResult{}, nil
+	}
+	v := authorize(ctx)
+	res := DeleteResult{Held: true, Verdict: v}
+	if !v.Release {
+		e.obs.Decision(ctx, "preserve", v.Reason)
+		e.log.InfoContext(ctx, "pod deleted without owner authority: unheld VMs kept for the next claim to recover",
+			"pod", ref.Key, "sandboxes", len(ids), "reason", v.Reason)
+		return res, nil
+	}
+	for _, id := range ids {
+		full, err := e.sbx.Get(ctx, id)
+		if err != nil {
+			return res, keyErr(ref.Key, "fetch credential of unheld sandbox "+id, err)
+		}
+		if full.Token == "" {
+			e.log.WarnContext(ctx, "unheld sandbox cannot be released without the root token; it is left to its lease",
+				"pod", ref.Key, "claim", id)
+			return res, nil
+		}
+		if err := e.release(ctx, ref.Key, store.Claim{ID: id, Token: full.Token}, StateNone, v.Reason+"/unheld"); err != nil {
+			return res, err
+		}
+	}
+	e.table.setUnsettled(ref.Key, false)
+	return res, nil
 }

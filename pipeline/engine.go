@@ -101,7 +101,8 @@ type Engine struct {
 	stopping atomic.Bool
 	stopCh   chan struct{} // closed when Shutdown begins; aborts slot waits
 	workers  sync.WaitGroup
-	verified chan struct{}
+	verified chan struct{} // closed once no quarantined row remains
+	listed   chan struct{} // closed once the startup listing succeeded
 }
 
 // New builds an engine over a loaded store. Every row already in the store
@@ -115,7 +116,7 @@ func New(cfg Config) (*Engine, error) {
 		tracer: otel.Tracer(tracerName),
 		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter,
 		table: newTable(cfg.Store), locks: newKeyLocks(), seed: maphash.MakeSeed(),
-		verified: make(chan struct{}), stopCh: make(chan struct{}),
+		verified: make(chan struct{}), listed: make(chan struct{}), stopCh: make(chan struct{}),
 	}
 	for i := 0; i < cfg.Shards; i++ {
 		e.shards = append(e.shards, newShard(i, cfg.QueueDepth, cfg.RequeueMin, cfg.RequeueMax))
@@ -136,7 +137,7 @@ func (e *Engine) Run(ctx context.Context) {
 			go e.worker(sh)
 		}
 	}
-	go e.verifyQuarantine(ctx)
+	go e.verifyStartup(ctx)
 	<-ctx.Done()
 	e.Shutdown()
 }
@@ -158,6 +159,11 @@ func (e *Engine) Shutdown() {
 
 // Verified is closed once no quarantined row remains.
 func (e *Engine) Verified() <-chan struct{} { return e.verified }
+
+// Listed is closed once the startup listing has succeeded. Until then every
+// fresh claim and every delete without a row first looks its key up by
+// claim_ref at sandboxd (see maybeUnheld).
+func (e *Engine) Listed() <-chan struct{} { return e.listed }
 
 func (e *Engine) shardFor(uid string) *shard {
 	return e.shards[maphash.String(e.seed, uid)%uint64(len(e.shards))]

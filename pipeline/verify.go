@@ -7,16 +7,22 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// verifyQuarantine lifts quarantine from rows loaded off disk as soon as
-// one sandboxd listing succeeds: a listed row becomes durable and
-// adoptable; a row the node no longer holds is dropped (the VM is already
-// gone, so nothing is released). A failed listing drops nothing. Once no
-// quarantined row remains, the loop ends.
-func (e *Engine) verifyQuarantine(ctx context.Context) {
+// verifyStartup runs the startup listing until one succeeds. That one
+// listing does two things:
+//   - it marks unsettled every claim_ref under which sandboxd holds a VM
+//     that no row holds: a claim the previous process made and never made
+//     durable (killed between the claim and the fsync, or a rollback
+//     release that failed). Such a VM was never reported Running, so it
+//     serves no one; the next transaction for its key recovers it instead
+//     of claiming a second VM (see maybeUnheld);
+//   - it lifts quarantine from rows loaded off disk: a listed row becomes
+//     durable and adoptable; a row the node no longer holds is dropped (the
+//     VM is already gone, so nothing is released).
+//
+// A failed listing marks and drops nothing. Once no quarantined row
+// remains, the loop ends.
+func (e *Engine) verifyStartup(ctx context.Context) {
 	defer close(e.verified)
-	if len(e.table.quarantinedKeys()) == 0 {
-		return
-	}
 	eb := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(100*time.Millisecond),
 		backoff.WithMaxInterval(e.cfg.VerifyInterval),
@@ -24,7 +30,7 @@ func (e *Engine) verifyQuarantine(ctx context.Context) {
 	)
 	_ = backoff.RetryNotify(func() error { return e.verifyOnce(ctx) }, backoff.WithContext(eb, ctx),
 		func(err error, wait time.Duration) {
-			e.log.Warn("quarantine verification: sandboxd listing failed; rows stay quarantined", "error", err, "retry_in", wait)
+			e.log.Warn("startup verification: sandboxd listing failed; loaded rows stay quarantined", "error", err, "retry_in", wait)
 		})
 }
 
@@ -34,8 +40,23 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 		return err
 	}
 	listed := make(map[string]struct{}, len(rows))
+	unheld := 0
 	for _, r := range rows {
 		listed[r.ID] = struct{}{}
+		if r.ClaimRef == "" || e.startupListed() {
+			continue
+		}
+		if c, st := e.table.lookup(r.ClaimRef); st == StateNone || c.ID != r.ID {
+			e.table.setUnsettled(r.ClaimRef, true)
+			unheld++
+		}
+	}
+	if !e.startupListed() {
+		close(e.listed)
+		if unheld > 0 {
+			e.log.Warn("sandboxd holds VMs that no claim row holds (claims in flight when the last process stopped); their keys recover them instead of claiming again",
+				"sandboxes", unheld)
+		}
 	}
 	var lifted, dropped int
 	var failed error
@@ -58,6 +79,25 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 		}
 		unlock()
 	}
-	e.log.Info("quarantine verification", "lifted", lifted, "dropped", dropped)
+	if lifted+dropped > 0 {
+		e.log.Info("quarantine verification", "lifted", lifted, "dropped", dropped)
+	}
 	return failed
+}
+
+// startupListed reports whether the startup listing has succeeded.
+func (e *Engine) startupListed() bool {
+	select {
+	case <-e.listed:
+		return true
+	default:
+		return false
+	}
+}
+
+// maybeUnheld reports whether sandboxd may hold a VM under key that no row
+// holds: the key is unsettled, or the startup listing has not told yet.
+// Only then does a transaction pay for a claim_ref lookup.
+func (e *Engine) maybeUnheld(key string) bool {
+	return !e.startupListed() || e.table.isUnsettled(key)
 }
