@@ -54,6 +54,15 @@ func attr(sp *tracepb.Span, key string) string {
 	return ""
 }
 
+func hasAttr(sp *tracepb.Span, key string) bool {
+	for _, kv := range sp.Attributes {
+		if kv.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // One claim through the real binary, the real apiserver and the emulator
 // yields one trace: virtual-kubelet's createOrUpdatePod → our
 // claim.transaction → queue.wait and singleflight → the sandboxd HTTP
@@ -116,6 +125,13 @@ func TestOneTracePerClaimTransaction(t *testing.T) {
 		}
 		if s, p := inner["store.commit"], inner["status.push"]; s != nil && p != nil && p.StartTimeUnixNano < s.EndTimeUnixNano {
 			t.Error("Running was pushed before the commit was durable")
+		}
+		if s := inner["store.commit"]; s != nil {
+			for _, key := range []string{"vksandbox.store.batch_size", "vksandbox.store.bytes", "vksandbox.store.fsync_ms"} {
+				if !hasAttr(s, key) {
+					t.Errorf("store.commit has no %s attribute", key)
+				}
+			}
 		}
 	}
 	// virtual-kubelet's span is the parent: one tree, not two.

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // request is one caller's Apply waiting for the writer.
@@ -12,10 +16,20 @@ type request struct {
 	ops  []encodedOp
 	one  [1]encodedOp // backing for the common single-op request
 	done chan error   // buffered: the writer never blocks on a caller
+	// group describes the group commit that carried the request. The
+	// writer sets it before sending on done, which publishes it.
+	group groupStat
 	// taken and cancelled are guarded by queue.mu. Once taken, the request
 	// belongs to a batch and its outcome is delivered on done; before that,
 	// its caller may withdraw it.
 	taken, cancelled bool
+}
+
+// groupStat is one group commit as its callers see it.
+type groupStat struct {
+	batch int           // requests acknowledged together
+	bytes int           // bytes appended
+	fsync time.Duration // the data fsync (zero with UnsafeNoFsync)
 }
 
 // queue is the hand-off from callers to the single writer. It is a slice
@@ -158,6 +172,7 @@ func (s *Store) Apply(ctx context.Context, ops ...Op) error {
 	}
 	select {
 	case err := <-r.done:
+		annotate(ctx, r.group)
 		return err
 	case <-ctx.Done():
 	}
@@ -169,7 +184,23 @@ func (s *Store) Apply(ctx context.Context, ops ...Op) error {
 	}
 	s.q.mu.Unlock()
 	// The writer owns the request: report its real outcome, never "unknown".
-	return <-r.done
+	err := <-r.done
+	annotate(ctx, r.group)
+	return err
+}
+
+// annotate puts the group commit on the caller's span, if one is recording,
+// so a trace shows what the durable write cost and how it was shared.
+func annotate(ctx context.Context, g groupStat) {
+	span := trace.SpanFromContext(ctx)
+	if g.batch == 0 || !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(
+		attribute.Int("vksandbox.store.batch_size", g.batch),
+		attribute.Int("vksandbox.store.bytes", g.bytes),
+		attribute.Float64("vksandbox.store.fsync_ms", float64(g.fsync.Microseconds())/1000),
+	)
 }
 
 // run is the writer: one goroutine that drains all pending requests, appends
@@ -183,8 +214,9 @@ func (s *Store) run() {
 		if batch == nil {
 			return
 		}
-		err := s.commit(batch)
+		g, err := s.commit(batch)
 		for i, r := range batch {
+			r.group = g
 			r.done <- err
 			batch[i] = nil
 		}
@@ -200,10 +232,10 @@ func (s *Store) run() {
 // caller is acknowledged, memory is unchanged, and the store is dirty: the
 // file may hold part of the batch, or all of it unsynced, so the next commit
 // rebuilds the file from memory before it appends.
-func (s *Store) commit(batch []*request) error {
+func (s *Store) commit(batch []*request) (groupStat, error) {
 	if s.dirty {
 		if err := s.rewrite("recover from an earlier failed commit"); err != nil {
-			return err
+			return groupStat{}, err
 		}
 	}
 	buf, n := s.buf[:0], 0
@@ -220,12 +252,12 @@ func (s *Store) commit(batch []*request) error {
 	}
 	if err := s.write(buf); err != nil {
 		s.dirty = true
-		return fmt.Errorf("store: %s: append %d records: %w", s.path, n, err)
+		return groupStat{}, fmt.Errorf("store: %s: append %d records: %w", s.path, n, err)
 	}
 	took, err := s.syncFile(s.f)
 	if err != nil {
 		s.dirty = true
-		return fmt.Errorf("store: %s: fsync after appending %d records (not acknowledged): %w", s.path, n, err)
+		return groupStat{}, fmt.Errorf("store: %s: fsync after appending %d records (not acknowledged): %w", s.path, n, err)
 	}
 	s.records += n
 	s.mu.Lock()
@@ -243,7 +275,7 @@ func (s *Store) commit(batch []*request) error {
 	if s.opts.Observer != nil {
 		s.opts.Observer.Commit(len(batch), len(buf), took)
 	}
-	return nil
+	return groupStat{batch: len(batch), bytes: len(buf), fsync: took}, nil
 }
 
 // write appends buf with one write call. The "write" failpoint simulates a
