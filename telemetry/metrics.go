@@ -117,7 +117,7 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.sandboxdDuration = f64h("vksandbox_sandboxd_request_duration_seconds", "s", "sandboxd HTTP call latency by verb.", latencyBuckets)
 	m.storeFsync = f64h("vksandbox_store_fsync_duration_seconds", "s", "Claim store commit fsync latency.", latencyBuckets)
 	h, err := meter.Int64Histogram("vksandbox_store_commit_batch_size", metric.WithUnit("{record}"),
-		metric.WithDescription("Records per durable group commit."), metric.WithExplicitBucketBoundaries(batchBuckets...))
+		metric.WithDescription("Commit requests (callers) acknowledged per durable group commit."), metric.WithExplicitBucketBoundaries(batchBuckets...))
 	errs = append(errs, err)
 	m.storeBatch = h
 	m.storeBytes = i64c("vksandbox_store_commit_bytes_total", "By", "Bytes written by claim store commits.")
