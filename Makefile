@@ -22,7 +22,7 @@ TEST_FLAGS   ?=
 
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build build-linux tools test test-reliability fuzz lint bench bench-burst clean demo
+.PHONY: build build-linux tools test test-reliability fuzz lint bench bench-burst plots clean demo
 
 build:
 	$(GO) build ./...
@@ -79,6 +79,22 @@ bench:
 
 bench-burst: tools
 	$(GO) run ./bench/burst $(BURST_FLAGS)
+
+# SVG plots of the latest results, in bench/results/: from bench-latest.txt
+# (make bench) claims-vs-concurrency.svg and commit-cost-vs-size.svg; from
+# the newest burst-*.csv (make bench-burst) its latency CDF, <csv>-cdf.svg.
+# A missing input is skipped with a note.
+plots:
+	@if [[ -f bench/results/bench-latest.txt ]]; then \
+		$(GO) run ./bench/plot -bench bench/results/bench-latest.txt; \
+	else echo "plots: no bench/results/bench-latest.txt (make bench): skipped"; fi
+	@csv="$$(ls bench/results/burst-*.csv 2>/dev/null | tail -n 1 || true)"; \
+	if [[ -n "$$csv" ]]; then \
+		$(GO) run ./bench/plot -cdf -logx -value client_latency_s -series mode,n \
+			-in "$$csv" -out "$${csv%.csv}-cdf.svg" \
+			-title "Burst: client create → Running seen by watch, per Pod ($$(basename "$$csv"))" \
+			-xlabel "latency (s, log scale)" -ylabel "fraction of Pods Running"; \
+	else echo "plots: no bench/results/burst-*.csv (make bench-burst): skipped"; fi
 
 # Removes bin/ only; the tools cache outside the clone is kept on purpose.
 clean:
