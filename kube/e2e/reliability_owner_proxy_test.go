@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"encoding/pem"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// r2Proxy sits between one vk-sandbox process and the apiserver. It can
+// hold owner GETs (a named GET of an agents.x-k8s.io object, which only the
+// delete authorizer makes) until the client gives up or the hold is lifted;
+// everything else passes straight through, watches included. When the
+// apiserver is down the proxy answers 502, as a load balancer would.
+type r2Proxy struct {
+	srv        *httptest.Server
+	rp         *httputil.ReverseProxy
+	Kubeconfig string // points vk-sandbox at the proxy
+
+	mu   sync.Mutex
+	gate chan struct{} // nil: not holding; closed by release
+
+	ownerGets   atomic.Int64 // owner GETs seen
+	held        atomic.Int64 // owner GETs currently held
+	abandoned   atomic.Int64 // held owner GETs the client gave up on (its timeout)
+	ownerErrors atomic.Int64 // owner GETs the apiserver could not serve
+	otherErrors atomic.Int64 // any other request the apiserver could not serve
+}
+
+func newR2Proxy(t *testing.T) *r2Proxy {
+	t.Helper()
+	target, err := url.Parse(env.APIServerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := rest.TLSConfigFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &r2Proxy{}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: false},
+		FlushInterval: -1, // watches stream
+		ErrorLog:      log.New(io.Discard, "", 0),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return // the client went away; nothing to answer
+			}
+			if isOwnerGet(r) {
+				p.ownerErrors.Add(1)
+			} else {
+				p.otherErrors.Add(1)
+			}
+			http.Error(w, "apiserver unreachable: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	// TLS, not plain HTTP: clientcmd applies a kubeconfig's credentials
+	// only to a TLS cluster (client-go tools/clientcmd/client_config.go),
+	// so an http:// proxy would make vk-sandbox system:anonymous.
+	p.srv = httptest.NewTLSServer(p)
+	t.Cleanup(func() {
+		p.release()
+		p.srv.CloseClientConnections()
+		p.srv.Close()
+	})
+
+	kc := clientcmdapi.NewConfig()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
+	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: p.srv.URL, CertificateAuthorityData: caPEM}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: env.Config.BearerToken}
+	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "admin"}
+	kc.CurrentContext = "proxy"
+	p.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig-proxy")
+	if err := clientcmd.WriteToFile(*kc, p.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// isOwnerGet matches GET /apis/agents.x-k8s.io/<v>/namespaces/<ns>/<plural>/<name>.
+func isOwnerGet(r *http.Request) bool {
+	if r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, "/apis/agents.x-k8s.io/") {
+		return false
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	return len(parts) == 7 && parts[3] == "namespaces" && r.URL.Query().Get("watch") == ""
+}
+
+func (p *r2Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isOwnerGet(r) {
+		p.ownerGets.Add(1)
+		if gate := p.gateChan(); gate != nil {
+			p.held.Add(1)
+			select {
+			case <-gate:
+				p.held.Add(-1)
+			case <-r.Context().Done():
+				p.held.Add(-1)
+				p.abandoned.Add(1)
+				return
+			}
+		}
+	}
+	p.rp.ServeHTTP(w, r)
+}
+
+func (p *r2Proxy) gateChan() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gate
+}
+
+// hold makes owner GETs wait from now on.
+func (p *r2Proxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil {
+		p.gate = make(chan struct{})
+	}
+}
+
+// release forwards the held owner GETs and stops holding.
+func (p *r2Proxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
+}
