@@ -56,11 +56,15 @@ type ClientOptions struct {
 // concurrent use. Every call is bounded by its context; no call reads more
 // than a fixed body limit; no token ever appears in an error it returns.
 type Client struct {
-	base  *url.URL
+	base  string // scheme://host[/prefix], no trailing slash
 	token string
+	auth  []string // Authorization value for token; shared, read-only
 	hc    *http.Client
 	obs   Observer
 	retry RetryPolicy
+	// pooled is the default transport under otelhttp (nil when the caller
+	// gave one): otelhttp.Transport has no CloseIdleConnections to forward.
+	pooled *http.Transport
 }
 
 // Body limits. A list on a dense node (2,000+ rows of ~250 bytes) is the
@@ -92,11 +96,13 @@ func NewClient(o ClientOptions) (*Client, error) {
 		return nil, errors.New("sandboxd client: token contains a line break (trim the token file)")
 	}
 	rt := o.Transport
+	var pooled *http.Transport
 	if rt == nil {
-		rt = defaultTransport()
+		pooled = pooledTransport()
+		rt = instrument(pooled)
 	}
-	return &Client{
-		base:  u,
+	c := &Client{
+		base:  u.String(),
 		token: o.Token,
 		hc: &http.Client{
 			Transport: rt,
@@ -104,16 +110,21 @@ func NewClient(o ClientOptions) (*Client, error) {
 			// bearer token to wherever the Location points.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		obs:   o.Observer,
-		retry: o.Retry.withDefaults(),
-	}, nil
+		obs:    o.Observer,
+		retry:  o.Retry.withDefaults(),
+		pooled: pooled,
+	}
+	if c.token != "" {
+		c.auth = []string{"Bearer " + c.token}
+	}
+	return c, nil
 }
 
-// defaultTransport is sized for one host: a claim burst of hundreds of
+// pooledTransport is sized for one host: a claim burst of hundreds of
 // concurrent calls must reuse connections, not churn through ephemeral ports.
 // No proxy: sandboxd is node-local, and HTTP_PROXY must not capture it.
-func defaultTransport() http.RoundTripper {
-	t := &http.Transport{
+func pooledTransport() *http.Transport {
+	return &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   256,
@@ -121,10 +132,18 @@ func defaultTransport() http.RoundTripper {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// Answers are a few hundred bytes of JSON on a node-local link:
+		// asking for gzip would only add a header each way.
+		DisableCompression: true,
 	}
+}
+
+// instrument wraps t in otelhttp so every attempt is an OTel client span
+// and carries a W3C traceparent.
+func instrument(t *http.Transport) http.RoundTripper {
 	// The propagator is explicit rather than the global one: DESIGN §11
 	// requires W3C traceparent towards sandboxd whatever OTEL_PROPAGATORS says.
-	return otelhttp.NewTransport(t,
+	return otelhttp.NewTransport(inMemoryBody{t},
 		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			if v, ok := r.Context().Value(verbKey{}).(string); ok {
@@ -135,8 +154,39 @@ func defaultTransport() http.RoundTripper {
 	)
 }
 
+// inMemoryBody sits between otelhttp and the *http.Transport. otelhttp
+// wraps the request body to count its bytes, which hides from net/http that
+// the body is in memory; net/http then flushes the headers on their own and
+// writes the body in a second syscall, so every claim costs two writes here
+// and two wake-ups at the server. Our bodies are small and in memory anyway:
+// reading one back into a bytes.Reader (through otelhttp's wrapper, so its
+// byte count stays right) restores a single write per request.
+type inMemoryBody struct{ next http.RoundTripper }
+
+func (t inMemoryBody) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength <= 0 || r.ContentLength > bodyLimit {
+		return t.next.RoundTrip(r)
+	}
+	data := make([]byte, r.ContentLength)
+	_, err := io.ReadFull(r.Body, data)
+	_ = r.Body.Close() // a RoundTripper closes the body it was given
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	// A shallow copy: a RoundTripper must not modify the caller's request.
+	r2 := *r
+	r2.Body = io.NopCloser(bytes.NewReader(data))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	return t.next.RoundTrip(&r2)
+}
+
 // CloseIdleConnections releases pooled connections (tests, shutdown).
-func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.hc.CloseIdleConnections()
+	if c.pooled != nil {
+		c.pooled.CloseIdleConnections()
+	}
+}
 
 // Claim asks for one sandbox. It makes exactly one attempt: a claim is not
 // idempotent, and a retry after a lost response would leak a second VM. The
@@ -279,30 +329,42 @@ func (c *Client) once(ctx context.Context, x exchange) (int, []byte, error) {
 	return status, data, err
 }
 
+// Header values shared by every request. They are never written to:
+// net/http and otelhttp only read a request's header values or replace them
+// (Set makes a new slice; Add to a full slice copies it).
+var (
+	hdrJSON      = []string{"application/json"}
+	hdrUserAgent = []string{"vk-sandbox"}
+)
+
 func (c *Client) roundTrip(ctx context.Context, x exchange) (int, []byte, error) {
-	// x.path is already escaped (ids go through url.PathEscape), so set
-	// RawPath too: a "/" or "%" inside an id must not change the route.
-	u := *c.base
-	u.RawPath = c.base.EscapedPath() + x.path
-	if p, err := url.PathUnescape(u.RawPath); err == nil {
-		u.Path = p
+	// x.path is already escaped (ids go through url.PathEscape), and the
+	// parse keeps it as RawPath: a "/" or "%" inside an id cannot change
+	// the route.
+	target := c.base + x.path
+	if len(x.query) > 0 {
+		target += "?" + x.query.Encode()
 	}
-	u.RawQuery = x.query.Encode()
 	var body io.Reader
 	if x.body != nil {
 		body = bytes.NewReader(x.body)
 	}
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, verbKey{}, x.verb), x.method, u.String(), body)
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, verbKey{}, x.verb), x.method, target, body)
 	if err != nil {
 		return 0, nil, fmt.Errorf("sandboxd %s: build request: %s", subject(x.verb, x.id), scrub(err.Error(), maxMessage, c.token, x.token))
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "vk-sandbox")
+	req.Header = make(http.Header, 6) // room for traceparent and baggage
+	req.Header["Accept"] = hdrJSON
+	req.Header["User-Agent"] = hdrUserAgent
 	if x.body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header["Content-Type"] = hdrJSON
 	}
-	if x.token != "" {
-		req.Header.Set("Authorization", "Bearer "+x.token)
+	switch {
+	case x.token == "":
+	case x.token == c.token:
+		req.Header["Authorization"] = c.auth
+	default:
+		req.Header["Authorization"] = []string{"Bearer " + x.token}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -1,0 +1,94 @@
+package pool
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func claimServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"id":"sb_1","token":"sandbox-tok"}`)
+	}))
+	return ts
+}
+
+// countingConn counts the Write calls made on a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// otelhttp's body wrapper must not cost a second write per request (headers
+// flushed alone, then the body): see inMemoryBody.
+func TestClaimRequestGoesOutInOneWrite(t *testing.T) {
+	ts := claimServer(t)
+	ts.Start()
+	defer ts.Close()
+	var writes atomic.Int64
+	tr := pooledTransport()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, writes: &writes}, nil
+	}
+	defer tr.CloseIdleConnections()
+	c, err := NewClient(ClientOptions{BaseURL: ts.URL, Token: "node-tok", Transport: instrument(tr)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	for range n {
+		if _, err := c.Claim(context.Background(), ClaimRequest{Template: "default", TTLSeconds: 60, ClaimRef: "ns/p"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := writes.Load(); got != n {
+		t.Errorf("%d claims took %d writes, want one each", n, got)
+	}
+}
+
+// otelhttp.Transport has no CloseIdleConnections, so the client must reach
+// the pooled transport under it.
+func TestCloseIdleConnectionsClosesThePooledConnection(t *testing.T) {
+	ts := claimServer(t)
+	closed := make(chan struct{}, 1)
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			select {
+			case closed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	ts.Start()
+	defer ts.Close()
+	c, err := NewClient(ClientOptions{BaseURL: ts.URL, Token: "node-tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Claim(context.Background(), ClaimRequest{Template: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	c.CloseIdleConnections()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never saw the idle connection close")
+	}
+}
