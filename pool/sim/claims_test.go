@@ -132,3 +132,19 @@ func TestReaperRemovesSandboxesAtTheirDeadline(t *testing.T) {
 		t.Errorf("release after the lease: %d, want 404", status)
 	}
 }
+
+// The reaper skips its scan while no lease can be due (see index.soonest):
+// a short lease claimed, or a deadline moved, after a scan has raised that
+// bound to a long lease must still be reaped on time.
+func TestReaperSeesShorterLeasesAfterALongOne(t *testing.T) {
+	n := newNode(t, sim.Config{})
+	long := n.claim("ns/long", 600)
+	n.claim("ns/short", 1)
+	waitFor(t, 5*time.Second, "the 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
+	moved := n.claim("ns/moved", 600)
+	n.sim.SetDeadline(moved.ID, time.Now().Add(-time.Second))
+	waitFor(t, 5*time.Second, "the moved lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
+	if got := n.sim.Sandboxes(); got[0].ID != long.ID {
+		t.Errorf("reaped the wrong sandbox: %v left", got)
+	}
+}

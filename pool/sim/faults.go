@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,6 +13,10 @@ import (
 type faultSet struct {
 	mu     sync.Mutex
 	active []*activeFault
+	// n is len(active), stored under mu, so that take skips the lock in
+	// the usual case of no fault at all. A request racing an InjectFault
+	// may miss it, as it could have arrived just before it anyway.
+	n atomic.Int32
 }
 
 type activeFault struct {
@@ -29,6 +34,7 @@ func (s *Server) InjectFault(f Fault) {
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
 	s.faults.active = append(s.faults.active, &activeFault{Fault: f, left: f.Count})
+	s.faults.n.Store(int32(len(s.faults.active)))
 }
 
 // ClearFaults removes every injected fault.
@@ -36,10 +42,14 @@ func (s *Server) ClearFaults() {
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
 	s.faults.active = nil
+	s.faults.n.Store(0)
 }
 
 // take consumes one use of the first fault that matches verb.
 func (fs *faultSet) take(verb string) (Fault, bool) {
+	if fs.n.Load() == 0 {
+		return Fault{}, false
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for i, f := range fs.active {
@@ -50,6 +60,7 @@ func (fs *faultSet) take(verb string) (Fault, bool) {
 			f.left--
 			if f.left <= 0 {
 				fs.active = append(fs.active[:i], fs.active[i+1:]...)
+				fs.n.Store(int32(len(fs.active)))
 			}
 		}
 		return f.Fault, true

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,13 +26,19 @@ type warmPool struct{ target, ready, refilling int }
 // range. They live under one mutex because a claim changes all three at
 // once (takes a warm VM, an address, adds a row); nothing else shares it.
 type index struct {
-	mu      sync.Mutex
-	rows    map[string]*row
+	mu   sync.Mutex
+	rows map[string]*row
+	// pools gets no key after newIndex, so looking a key up needs no lock;
+	// the *warmPool counts it points to are under mu.
 	pools   map[pool.Key]*warmPool
 	addrs   addrRange
 	used    map[string]struct{} // owner addresses of live rows
 	pending int                 // admitted claims still booting; they count against MaxClaims
 	dirty   bool
+	// soonest is a lower bound on every row's deadline (zero: no bound
+	// yet), so the reaper does not scan every row on every tick while no
+	// lease can be due. put and setDeadline lower it; only reap raises it.
+	soonest time.Time
 	timers  map[*time.Timer]struct{} // warm refills in flight
 	closed  bool
 	refill  time.Duration
@@ -57,17 +64,18 @@ func newIndex(pools map[pool.Key]int, prefix string, refill time.Duration) (*ind
 }
 
 func (ix *index) known(k pool.Key) bool {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	_, ok := ix.pools[k]
+	_, ok := ix.pools[k] // keys are fixed: no lock (see pools)
 	return ok
 }
 
 // full reports whether max live-or-booting sandboxes exist (max 0 = never).
 func (ix *index) full(max int) bool {
+	if max <= 0 {
+		return false
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	return max > 0 && len(ix.rows)+ix.pending >= max
+	return len(ix.rows)+ix.pending >= max
 }
 
 // admit reserves a slot under max and takes a warm VM if there is one.
@@ -132,6 +140,13 @@ func (ix *index) put(r *row) {
 	ix.rows[r.sb.ID] = r
 	ix.used[r.ownerAddr] = struct{}{}
 	ix.dirty = true
+	ix.lowerSoonest(r.sb.Deadline)
+}
+
+func (ix *index) lowerSoonest(t time.Time) {
+	if ix.soonest.IsZero() || t.Before(ix.soonest) {
+		ix.soonest = t
+	}
 }
 
 func (ix *index) drop(id string) {
@@ -198,13 +213,21 @@ func (ix *index) get(id string) (row, bool) {
 func (ix *index) reap(now time.Time) []string {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if len(ix.rows) == 0 || now.Before(ix.soonest) {
+		return nil
+	}
 	var gone []string
+	var soonest time.Time
 	for id, r := range ix.rows {
-		if !r.sb.Deadline.After(now) {
+		switch d := r.sb.Deadline; {
+		case !d.After(now):
 			ix.drop(id)
 			gone = append(gone, id)
+		case soonest.IsZero() || d.Before(soonest):
+			soonest = d
 		}
 	}
+	ix.soonest = soonest
 	return gone
 }
 
@@ -214,6 +237,7 @@ func (ix *index) setDeadline(id string, t time.Time) {
 	if r := ix.rows[id]; r != nil {
 		r.sb.Deadline = t.UTC()
 		ix.dirty = true
+		ix.lowerSoonest(r.sb.Deadline)
 	}
 }
 
@@ -283,7 +307,7 @@ func (a *addrRange) next(inUse func(string) bool) (string, error) {
 		a.seq++
 		octets := make([]string, a.free)
 		for i := a.free - 1; i >= 0; i-- {
-			octets[i] = fmt.Sprint(n%254 + 1)
+			octets[i] = strconv.FormatUint(n%254+1, 10)
 			n /= 254
 		}
 		addr := a.prefix + strings.Join(octets, ".") + ":" + ownerPort

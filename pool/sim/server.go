@@ -205,20 +205,24 @@ func (s *Server) route(verb string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		s.counters.inc(verb)
-		sc := trace.SpanContextFromContext(traceProp.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		// The log line is all that needs the recorder, the note and (but for
+		// claims) the trace id: with logging off, none of it is built.
+		logging := s.log.Enabled(r.Context(), slog.LevelInfo)
+		var sc trace.SpanContext
+		if verb == pool.VerbClaim || logging {
+			sc = trace.SpanContextFromContext(traceProp.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		}
 		if verb == pool.VerbClaim && sc.HasTraceID() {
 			s.traces.add(sc.TraceID().String())
+		}
+		if !logging {
+			s.serve(verb, w, r, h)
+			return
 		}
 		note := &reqNote{}
 		r = r.WithContext(context.WithValue(r.Context(), noteKey{}, note))
 		rec := &statusRecorder{ResponseWriter: w}
-		fault := "-"
-		if f, ok := s.faults.take(verb); ok {
-			fault = f.Mode
-			s.applyFault(f, rec, r, h)
-		} else {
-			h(rec, r)
-		}
+		fault := s.serve(verb, rec, r, h)
 		attrs := append([]slog.Attr{
 			slog.String("verb", verb), slog.String("method", r.Method), slog.String("path", r.URL.Path),
 			slog.Int("status", rec.status), slog.Duration("dur", time.Since(start)), slog.String("fault", fault),
@@ -228,6 +232,17 @@ func (s *Server) route(verb string, h http.HandlerFunc) http.Handler {
 		}
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
+}
+
+// serve answers r with h, or with the next fault injected for verb, and
+// returns the fault's mode ("-" for none).
+func (s *Server) serve(verb string, w http.ResponseWriter, r *http.Request, h http.HandlerFunc) string {
+	if f, ok := s.faults.take(verb); ok {
+		s.applyFault(f, w, r, h)
+		return f.Mode
+	}
+	h(w, r)
+	return "-"
 }
 
 // reqNote lets a handler add fields (claim id, claim_ref) to the request's
