@@ -82,7 +82,15 @@ func startNodeEnv(t *testing.T, simCfg sim.Config, environ []string, extraArgs .
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s.Handler())
+	n := launchNode(t, s, httptest.NewServer(s.Handler()), environ, extraArgs)
+	n.waitReady()
+	return n
+}
+
+// launchNode starts vk-sandbox against the emulator s served by srv, with
+// its own state file and token file, and stops both at the end of the test.
+func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, environ, extraArgs []string) *vkNode {
+	t.Helper()
 	n := &vkNode{t: t, Name: fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1)), Sim: s, srv: srv, dir: t.TempDir(), Env: environ}
 	n.state = filepath.Join(n.dir, "state", "claims.json")
 	tokenFile := filepath.Join(n.dir, "token")
@@ -104,7 +112,6 @@ func startNodeEnv(t *testing.T, simCfg sim.Config, environ []string, extraArgs .
 		_ = s.Close()
 	})
 	n.start()
-	n.waitReady()
 	return n
 }
 

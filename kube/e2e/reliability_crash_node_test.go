@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -125,27 +124,7 @@ func startR1Node(t *testing.T, simCfg sim.Config, onRelease func(id, claimRef st
 	srv := httptest.NewUnstartedServer(rec)
 	srv.Config.ConnState = rec.connState
 	srv.Start()
-	n := &vkNode{t: t, Name: fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1)), Sim: s, srv: srv, dir: t.TempDir()}
-	n.state = filepath.Join(n.dir, "state", "claims.json")
-	tokenFile := filepath.Join(n.dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(rootToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n.args = append([]string{
-		"--node-name", n.Name, "--kubeconfig", env.Kubeconfig,
-		"--listen-addr", "127.0.0.1:" + strconv.Itoa(freePort(t)), "--metrics-addr", "",
-		"--sandboxd-url", srv.URL, "--sandboxd-token-file", tokenFile, "--state-path", n.state,
-		"--requeue-max", "2s", "--orphan-scan-interval", "0", "--log-level", "debug",
-	}, extraArgs...)
-	t.Cleanup(func() {
-		n.stop()
-		if t.Failed() {
-			n.dumpLog()
-		}
-		srv.Close()
-		_ = s.Close()
-	})
-	n.start()
+	n := launchNode(t, s, srv, nil, extraArgs)
 	return n, rec
 }
 
