@@ -46,8 +46,9 @@ type simEnv struct {
 	node *pool.Client
 }
 
-func newSim(t testing.TB, cfg sim.Config) *simEnv {
-	t.Helper()
+// simDefaults fills what a test left unset: the test tokens, one warm
+// pool of the test template, and no cold-boot latency.
+func simDefaults(cfg sim.Config) sim.Config {
 	cfg.RootToken, cfg.NodeToken = rootToken, nodeToken
 	if cfg.Pools == nil {
 		cfg.Pools = map[pool.Key]int{{Template: template}: 8}
@@ -55,7 +56,12 @@ func newSim(t testing.TB, cfg sim.Config) *simEnv {
 	if cfg.ColdLatency == 0 {
 		cfg.ColdLatency = -1
 	}
-	s, err := sim.New(cfg)
+	return cfg
+}
+
+func newSim(t testing.TB, cfg sim.Config) *simEnv {
+	t.Helper()
+	s, err := sim.New(simDefaults(cfg))
 	if err != nil {
 		t.Fatalf("sim.New: %v", err)
 	}

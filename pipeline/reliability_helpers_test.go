@@ -85,14 +85,7 @@ type downableSim struct {
 
 func newDownableSim(t *testing.T, cfg sim.Config) *downableSim {
 	t.Helper()
-	cfg.RootToken, cfg.NodeToken = rootToken, nodeToken
-	if cfg.Pools == nil {
-		cfg.Pools = map[pool.Key]int{{Template: template}: 8}
-	}
-	if cfg.ColdLatency == 0 {
-		cfg.ColdLatency = -1
-	}
-	s, err := sim.New(cfg)
+	s, err := sim.New(simDefaults(cfg))
 	if err != nil {
 		t.Fatalf("sim.New: %v", err)
 	}
