@@ -191,7 +191,7 @@ func (e *Engine) claim(ctx context.Context, it Intent) (pool.ClaimResponse, erro
 	// errUnrecoverable or exhausted retries) must look up first as well, or
 	// it claims a second VM for the same claim_ref.
 	unsettled := e.table.isUnsettled(it.Ref.Key)
-	maybeClaimed := unsettled || e.maybeUnheld(it.Ref.Key)
+	maybeClaimed := unsettled || !e.startupListed() // see maybeUnheld
 	bo := e.cfg.ClaimRetry.backOff()
 	attempt := 0
 	op := func() error {

@@ -39,11 +39,12 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	first := !e.startupListed()
 	listed := make(map[string]struct{}, len(rows))
 	unheld := 0
 	for _, r := range rows {
 		listed[r.ID] = struct{}{}
-		if r.ClaimRef == "" || e.startupListed() {
+		if !first || r.ClaimRef == "" {
 			continue
 		}
 		if c, st := e.table.lookup(r.ClaimRef); st == StateNone || c.ID != r.ID {
@@ -51,7 +52,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 			unheld++
 		}
 	}
-	if !e.startupListed() {
+	if first {
 		close(e.listed)
 		if unheld > 0 {
 			e.log.Warn("sandboxd holds VMs that no claim row holds (claims in flight when the last process stopped); their keys recover them instead of claiming again",
