@@ -104,6 +104,27 @@ func (r *r4Rig) claimOK(t *testing.T, prefix string, n int) map[string]string {
 // at sandboxd (zero live VMs for them). Once space is freed, the same Pods
 // and new ones are claimed, and a reload holds every acknowledged claim and
 // none of the failed ones.
+// createRolledBack creates n Pods while the state disk fails, waits for n
+// rolled-back transactions, and checks that each Pod is Pending with a
+// message naming the pod key and the disk error (errText, errName).
+func (r *r4Rig) createRolledBack(t *testing.T, prefix string, n int, errText, errName string) []pipeline.Intent {
+	t.Helper()
+	var failed []pipeline.Intent
+	for i := range n {
+		it := intent(fmt.Sprintf("r4/%s-%d", prefix, i), fmt.Sprintf("uid-%s-%d", prefix, i), "")
+		failed = append(failed, it)
+		create(t, r.eng, it)
+	}
+	r.rep.outcome(t, pipeline.OutcomeRolledBack, n)
+	for _, it := range failed {
+		ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonStateWrite, 1)
+		if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, errText) {
+			t.Errorf("Pending message %q does not name the pod and %s", ev.msg, errName)
+		}
+	}
+	return failed
+}
+
 func TestR4DiskFull(t *testing.T) {
 	noLeaks(t)
 	dir := smallFS(t)
@@ -128,18 +149,8 @@ func TestR4DiskFull(t *testing.T) {
 	t.Logf("disk full after %d probe commits: %v", puts, perr)
 
 	const failing = 3
-	var failed []pipeline.Intent
-	for i := range failing {
-		it := intent(fmt.Sprintf("r4/full-%d", i), fmt.Sprintf("uid-full-%d", i), "")
-		failed = append(failed, it)
-		create(t, r.eng, it)
-	}
-	r.rep.outcome(t, pipeline.OutcomeRolledBack, failing)
+	failed := r.createRolledBack(t, "full", failing, "no space left", "ENOSPC")
 	for _, it := range failed {
-		ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonStateWrite, 1)
-		if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, "no space left") {
-			t.Errorf("Pending message %q does not name the pod and ENOSPC", ev.msg)
-		}
 		if live := liveFor(r.env.sim, it.Ref.Key); len(live) != 0 {
 			t.Errorf("%s: %d VMs live after the failed commit: not rolled back", it.Ref.Key, len(live))
 		}
@@ -351,18 +362,8 @@ func TestR4IOErrorOnFsync(t *testing.T) {
 		t.Skipf("R4: EXT4_IOC_SHUTDOWN: %v", errno)
 	}
 
-	var failed []pipeline.Intent
-	for i := range ioErrorPods {
-		it := intent(fmt.Sprintf("r4/eio-%d", i), fmt.Sprintf("uid-eio-%d", i), "")
-		failed = append(failed, it)
-		create(t, r.eng, it)
-	}
-	r.rep.outcome(t, pipeline.OutcomeRolledBack, ioErrorPods)
+	failed := r.createRolledBack(t, "eio", ioErrorPods, "input/output error", "EIO")
 	for _, it := range failed {
-		ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonStateWrite, 1)
-		if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, "input/output error") {
-			t.Errorf("Pending message %q does not name the pod and EIO", ev.msg)
-		}
 		if find(r.rep.snapshot(), "running", it.Ref.UID, "") >= 0 {
 			t.Fatalf("%s went Running on a failing disk", it.Ref.Key)
 		}
