@@ -113,7 +113,7 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 	resp, err := e.claim(ctx, it)
 	switch {
 	case errors.Is(err, pool.ErrCapacity):
-		e.pending(ctx, ref, ReasonCapacity, fmt.Sprintf("sandboxd has no capacity for template %q: %v", it.Spec.Template, err))
+		e.pending(ctx, ref, ReasonCapacity, fmt.Sprintf("%s: sandboxd has no capacity for template %q: %v", ref.Key, it.Spec.Template, err))
 		return txResult{outcome: OutcomeCapacity, retry: true}
 	case errors.Is(err, errUnrecoverable):
 		e.log.WarnContext(ctx, "lost claim response cannot be recovered", "pod", ref.Key, "error", err)

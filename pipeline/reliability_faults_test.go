@@ -193,14 +193,11 @@ func TestR3SandboxdPersistentFaults(t *testing.T) {
 				n = 1 // each transaction waits out Retry-After three times
 			}
 			ev := r.rep.pending(t, it.Ref.UID, tc.reason, n)
-			// The capacity message names the template, not the Pod it is
-			// reported on (see the report); every other names the Pod.
-			if want := it.Ref.Key; tc.reason == pipeline.ReasonCapacity {
-				if !strings.Contains(ev.msg, template) {
-					t.Errorf("Pending message %q does not name the template", ev.msg)
-				}
-			} else if !strings.Contains(ev.msg, want) {
+			if !strings.Contains(ev.msg, it.Ref.Key) {
 				t.Errorf("Pending message %q does not name the pod", ev.msg)
+			}
+			if tc.reason == pipeline.ReasonCapacity && !strings.Contains(ev.msg, template) {
+				t.Errorf("Pending message %q does not name the template", ev.msg)
 			}
 			checkBounded(t, r, it, tc.perTx)
 			if sent, at := r.cs.claims.Load(), r.env.sim.Counters()["claim"]; at > sent {
