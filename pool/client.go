@@ -2,6 +2,7 @@ package pool
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,10 @@ type ClientOptions struct {
 	// Retry bounds the retries of the idempotent calls; zero fields take
 	// defaults (see RetryPolicy).
 	Retry RetryPolicy
+	// MaxIdleConns is how many idle connections the default transport
+	// keeps to sandboxd: at least the number of calls that can be in flight
+	// at once, or a burst churns through ephemeral ports. Default 256.
+	MaxIdleConns int
 }
 
 // Client speaks the sandboxd protocol of DESIGN §7. It is safe for
@@ -76,6 +81,8 @@ const (
 	drainLimit    = 64 << 10
 )
 
+const defaultMaxIdleConns = 256
+
 // NewClient validates o and builds a Client.
 func NewClient(o ClientOptions) (*Client, error) {
 	u, err := url.Parse(o.BaseURL)
@@ -98,7 +105,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 	rt := o.Transport
 	var pooled *http.Transport
 	if rt == nil {
-		pooled = pooledTransport()
+		pooled = pooledTransport(cmp.Or(o.MaxIdleConns, defaultMaxIdleConns))
 		rt = instrument(pooled)
 	}
 	c := &Client{
@@ -123,11 +130,11 @@ func NewClient(o ClientOptions) (*Client, error) {
 // pooledTransport is sized for one host: a claim burst of hundreds of
 // concurrent calls must reuse connections, not churn through ephemeral ports.
 // No proxy: sandboxd is node-local, and HTTP_PROXY must not capture it.
-func pooledTransport() *http.Transport {
+func pooledTransport(idle int) *http.Transport {
 	return &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   256,
+		MaxIdleConns:          idle,
+		MaxIdleConnsPerHost:   idle,
 		MaxConnsPerHost:       0,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,

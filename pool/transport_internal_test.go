@@ -38,7 +38,7 @@ func TestClaimRequestGoesOutInOneWrite(t *testing.T) {
 	ts.Start()
 	defer ts.Close()
 	var writes atomic.Int64
-	tr := pooledTransport()
+	tr := pooledTransport(defaultMaxIdleConns)
 	dial := tr.DialContext
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
@@ -90,5 +90,19 @@ func TestCloseIdleConnectionsClosesThePooledConnection(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server never saw the idle connection close")
+	}
+}
+
+// The idle pool must hold one connection per call that can be in flight,
+// or a burst redials; the daemon sizes it from its worker counts.
+func TestIdlePoolFollowsMaxIdleConns(t *testing.T) {
+	for _, tc := range []struct{ set, want int }{{0, defaultMaxIdleConns}, {320, 320}} {
+		c, err := NewClient(ClientOptions{BaseURL: "http://127.0.0.1:1", MaxIdleConns: tc.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.pooled.MaxIdleConnsPerHost; got != tc.want || c.pooled.MaxIdleConns != tc.want {
+			t.Errorf("MaxIdleConns %d: idle pool %d per host, %d in all; want %d", tc.set, got, c.pooled.MaxIdleConns, tc.want)
+		}
 	}
 }

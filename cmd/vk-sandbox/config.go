@@ -109,6 +109,16 @@ func parseFlags(args []string) (*config, error) {
 	if len(envErrs) > 0 {
 		return nil, envErrs[0]
 	}
+	// "0 or less means the default" (docs/configuration.md), settled here
+	// so the engine, the worker gauges and the client's idle pool agree.
+	for _, w := range []struct {
+		n   *int
+		def int
+	}{{&c.Shards, 8}, {&c.WorkersPerShard, 32}, {&c.VKWorkers, 64}} {
+		if *w.n <= 0 {
+			*w.n = w.def
+		}
+	}
 	if c.AdvertiseAddr == "" {
 		u, err := url.Parse(c.SandboxdURL)
 		if err != nil || u.Host == "" {

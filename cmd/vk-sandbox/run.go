@@ -54,7 +54,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	sbx, err := pool.NewClient(pool.ClientOptions{BaseURL: cfg.SandboxdURL, Token: token, Observer: tel.Metrics.SandboxdObserver()})
+	sbx, err := pool.NewClient(pool.ClientOptions{
+		BaseURL: cfg.SandboxdURL, Token: token, Observer: tel.Metrics.SandboxdObserver(),
+		// Claims run on the engine's workers, deletes on virtual-kubelet's:
+		// one idle connection for each, so a burst never redials.
+		MaxIdleConns: cfg.Shards*cfg.WorkersPerShard + cfg.VKWorkers,
+	})
 	if err != nil {
 		return fmt.Errorf("sandboxd client: %w", err)
 	}
