@@ -40,6 +40,18 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 	ctx, span := e.tracer.Start(ctx, "claim.delete", trace.WithAttributes(refAttrs(ref)...))
 	defer span.End()
 	e.cancelIntent(ref.UID) // a deleted generation is never claimed for again
+	// The owner GET can take --owner-get-timeout. It runs before the key
+	// lock is taken, so work on other keys that share the lock's stripe
+	// does not wait behind it. The verdict is about the owner, not the row,
+	// so it still holds under the lock, but only for the claim that was
+	// asked about. The row is looked up again under the lock, and the owner
+	// is asked again if the row changed (a replacement adopted it or
+	// released it meanwhile).
+	asked, ast := e.table.lookup(ref.Key)
+	var v Verdict
+	if ast != StateNone && asked.PodUID == ref.UID {
+		v = e.authorizeSpan(ctx, authorize)
+	}
 	defer e.locks.lock(ref.Key)()
 	c, st := e.table.lookup(ref.Key)
 	if st == StateNone && e.maybeUnheld(ref.Key) {
@@ -51,10 +63,9 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 		span.SetAttributes(attribute.Bool("vksandbox.delete.held", false))
 		return DeleteResult{}, nil
 	}
-	_, aspan := e.tracer.Start(ctx, "delete.authorize")
-	v := authorize(ctx)
-	aspan.SetAttributes(attribute.Bool("vksandbox.verdict.release", v.Release), attribute.String("vksandbox.verdict.reason", v.Reason))
-	aspan.End()
+	if ast == StateNone || asked.PodUID != ref.UID || asked.ID != c.ID {
+		v = e.authorizeSpan(ctx, authorize)
+	}
 	span.SetAttributes(attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.verdict.release", v.Release),
 		attribute.String("vksandbox.verdict.reason", v.Reason))
 	res := DeleteResult{Held: true, Verdict: v}
@@ -70,6 +81,15 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 		return res, err
 	}
 	return res, nil
+}
+
+// authorizeSpan takes the owner's verdict inside a delete.authorize span.
+func (e *Engine) authorizeSpan(ctx context.Context, authorize func(context.Context) Verdict) Verdict {
+	ctx, span := e.tracer.Start(ctx, "delete.authorize")
+	defer span.End()
+	v := authorize(ctx)
+	span.SetAttributes(attribute.Bool("vksandbox.verdict.release", v.Release), attribute.String("vksandbox.verdict.reason", v.Reason))
+	return v
 }
 
 // release frees the VM at sandboxd with the row's own token, then forgets

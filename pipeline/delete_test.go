@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -181,5 +182,56 @@ func TestReleaseErrorKeepsClaim(t *testing.T) {
 	}
 	if _, ok := r.store.Get("ns/keep"); ok {
 		t.Error("row survived the successful release")
+	}
+}
+
+// The owner GET of a delete can take --owner-get-timeout. It must not hold
+// the key lock, which is shared with unrelated keys on the same stripe: here
+// a same-owner replacement of the key, which needs that lock, adopts the VM
+// while the old generation's delete is still waiting for its verdict. The
+// delete then finds the row moved on and has no authority over it, even
+// with a release verdict.
+func TestDeleteTakesTheOwnerVerdictOutsideTheKeyLock(t *testing.T) {
+	r := newRig(t, sim.Config{}, nil)
+	key := "ns/slow-owner"
+	create(t, r.eng, intent(key, "uid-1", "owner-1"))
+	first := r.rep.running(t, "uid-1")
+
+	asked, answer := make(chan struct{}), make(chan struct{})
+	reply := sync.OnceFunc(func() { close(answer) })
+	t.Cleanup(reply) // runs before the rig's: a failed wait must not hang its shutdown
+	var calls atomic.Int32
+	slow := func(context.Context) pipeline.Verdict {
+		if calls.Add(1) == 1 {
+			close(asked)
+			<-answer
+		}
+		return pipeline.Verdict{Release: true, Reason: "owner-deleted"}
+	}
+	done := make(chan error, 1)
+	var res pipeline.DeleteResult
+	go func() {
+		var err error
+		res, err = r.eng.Delete(context.Background(), first.ref, slow)
+		done <- err
+	}()
+	<-asked
+	create(t, r.eng, intent(key, "uid-2", "owner-1"))
+	second := r.rep.running(t, "uid-2") // fails by its deadline if the lock is held
+	reply()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !second.adopted || second.claim.ID != first.claim.ID {
+		t.Fatalf("replacement Running(adopted=%v, id=%s), want it to adopt %s", second.adopted, second.claim.ID, first.claim.ID)
+	}
+	if res.Held {
+		t.Fatalf("the old generation's delete acted on the adopted row: %+v", res)
+	}
+	if got := r.env.count("release"); got != 0 {
+		t.Fatalf("sandboxd saw %d releases of the adopted VM", got)
+	}
+	if row, ok := r.store.Get(key); !ok || row.PodUID != "uid-2" {
+		t.Fatalf("row = %+v, %v; want it bound to uid-2", row, ok)
 	}
 }

@@ -54,10 +54,9 @@ func TestR2APIServerDown(t *testing.T) {
 
 	// Every Pod is deleted, and vk-sandbox has seen every delete: each
 	// DeletePod has begun, so its verdict hangs on the owner GET alone. The
-	// GETs are held, so none reaches the apiserver before it is gone. Most
-	// are in flight at the proxy; a few may wait inside vk-sandbox behind
-	// a GET of another key on the same key-lock stripe (pipeline keyLocks),
-	// and make theirs once that one is answered, still during the outage.
+	// GETs are held, so none reaches the apiserver before it is gone. The
+	// GET is made before the delete takes its key-lock stripe, so none
+	// waits behind another key's GET.
 	proxy.hold()
 	f.deletePods(f.names, graceZero)
 	poll(t, "every delete seen by vk-sandbox, owner GETs held", func(context.Context) (bool, error) {
