@@ -47,10 +47,10 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 	// asked about. The row is looked up again under the lock, and the owner
 	// is asked again if the row changed (a replacement adopted it or
 	// released it meanwhile).
-	asked, ast := e.table.lookup(ref.Key)
 	var v Verdict
-	if ast != StateNone && asked.PodUID == ref.UID {
-		v = e.authorizeSpan(ctx, authorize)
+	askedFor, asked := "", false // the claim ID the verdict was taken for
+	if c, st := e.table.lookup(ref.Key); st != StateNone && c.PodUID == ref.UID {
+		v, askedFor, asked = e.authorizeSpan(ctx, authorize), c.ID, true
 	}
 	defer e.locks.lock(ref.Key)()
 	c, st := e.table.lookup(ref.Key)
@@ -63,7 +63,7 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 		span.SetAttributes(attribute.Bool("vksandbox.delete.held", false))
 		return DeleteResult{}, nil
 	}
-	if ast == StateNone || asked.PodUID != ref.UID || asked.ID != c.ID {
+	if !asked || askedFor != c.ID {
 		v = e.authorizeSpan(ctx, authorize)
 	}
 	span.SetAttributes(attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.verdict.release", v.Release),

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,7 +52,7 @@ type ClientOptions struct {
 	Retry RetryPolicy
 	// MaxIdleConns is how many idle connections the default transport
 	// keeps to sandboxd: at least the number of calls that can be in flight
-	// at once, or a burst churns through ephemeral ports. Default 256.
+	// at once, or a burst churns through ephemeral ports. 0 or less means 256.
 	MaxIdleConns int
 }
 
@@ -105,7 +104,11 @@ func NewClient(o ClientOptions) (*Client, error) {
 	rt := o.Transport
 	var pooled *http.Transport
 	if rt == nil {
-		pooled = pooledTransport(cmp.Or(o.MaxIdleConns, defaultMaxIdleConns))
+		idle := o.MaxIdleConns
+		if idle <= 0 {
+			idle = defaultMaxIdleConns
+		}
+		pooled = pooledTransport(idle)
 		rt = instrument(pooled)
 	}
 	c := &Client{

@@ -67,6 +67,13 @@ func envInt(name string, def int) int {
 
 var envErrs []error
 
+// Worker-count defaults: the flags' defaults, and what 0 or less means.
+const (
+	defaultShards          = 8
+	defaultWorkersPerShard = 32
+	defaultVKWorkers       = 64
+)
+
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("vk-sandbox", flag.ContinueOnError)
@@ -89,10 +96,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 200, "client-side QPS limit towards the apiserver")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 400, "client-side burst towards the apiserver")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig path, used when not in-cluster [KUBECONFIG]")
-	fs.IntVar(&c.Shards, "shards", envInt("VK_SHARDS", 8), "claim pipeline shards (queues keyed by Pod UID) [VK_SHARDS]")
-	fs.IntVar(&c.WorkersPerShard, "workers-per-shard", envInt("VK_WORKERS_PER_SHARD", 32), "claim workers per shard [VK_WORKERS_PER_SHARD]")
+	fs.IntVar(&c.Shards, "shards", envInt("VK_SHARDS", defaultShards), "claim pipeline shards (queues keyed by Pod UID) [VK_SHARDS]")
+	fs.IntVar(&c.WorkersPerShard, "workers-per-shard", envInt("VK_WORKERS_PER_SHARD", defaultWorkersPerShard), "claim workers per shard [VK_WORKERS_PER_SHARD]")
 	fs.IntVar(&c.QueueDepth, "queue-depth", envInt("VK_QUEUE_DEPTH", 1024), "Pods holding an intent per shard before CreatePod waits (backpressure) [VK_QUEUE_DEPTH]")
-	fs.IntVar(&c.VKWorkers, "vk-workers", envInt("VK_VK_WORKERS", 64), "virtual-kubelet sync/status workers [VK_VK_WORKERS]")
+	fs.IntVar(&c.VKWorkers, "vk-workers", envInt("VK_VK_WORKERS", defaultVKWorkers), "virtual-kubelet sync/status workers [VK_VK_WORKERS]")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("VK_METRICS_ADDR", ":10261"), "Prometheus /metrics, /healthz and /readyz listen address; empty disables [VK_METRICS_ADDR]")
 	fs.StringVar(&c.LogLevel, "log-level", env("VK_LOG_LEVEL", "info"), "debug, info, warn or error [VK_LOG_LEVEL]")
 	fs.DurationVar(&c.RequeueMax, "requeue-max", 30*time.Second, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
@@ -114,7 +121,7 @@ func parseFlags(args []string) (*config, error) {
 	for _, w := range []struct {
 		n   *int
 		def int
-	}{{&c.Shards, 8}, {&c.WorkersPerShard, 32}, {&c.VKWorkers, 64}} {
+	}{{&c.Shards, defaultShards}, {&c.WorkersPerShard, defaultWorkersPerShard}, {&c.VKWorkers, defaultVKWorkers}} {
 		if *w.n <= 0 {
 			*w.n = w.def
 		}
