@@ -224,6 +224,19 @@ func r1Settle(ctx context.Context, s *sim.Server, d time.Duration) []pool.Sandbo
 	}
 }
 
+// r1SettleState waits until the state file at path holds no row, or until
+// d has passed; the caller asserts what is left.
+func r1SettleState(ctx context.Context, path string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		rows, err := r1ReadState(path)
+		if (err == nil && len(rows) == 0) || time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polling the file, with a deadline
+	}
+}
+
 // r1LogLines returns up to max lines of the emulator's request log, then
 // of every vk-sandbox start's log, that mention needle.
 func (n *vkNode) r1LogLines(rec *r1Recorder, needle string, max int) string {

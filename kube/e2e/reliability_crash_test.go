@@ -115,6 +115,9 @@ func TestR1CrashKill(t *testing.T) {
 	}
 	left := r1Settle(ctx, n.Sim, size.settle)
 	leaks := c.describeLeaks(left)
+	// sandboxd may have released a VM whose answer the node is still
+	// turning into a tombstone: wait for that too before stopping it.
+	r1SettleState(ctx, n.state, size.settle)
 	if err := n.terminate(); err != nil {
 		t.Errorf("graceful shutdown after the run: %v", err)
 	}
