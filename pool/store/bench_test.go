@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const benchCommitters = 256
@@ -73,26 +75,37 @@ func BenchmarkCommit(b *testing.B) {
 				base, baseNanos := obs.commits.Load(), obs.fsyncNanos.Load()
 				var next atomic.Int64
 				ctx := context.Background()
+				lat := make([][]time.Duration, benchCommitters)
 				b.ResetTimer()
 				var wg sync.WaitGroup
 				for w := range benchCommitters {
 					wg.Go(func() {
 						rng := rand.New(rand.NewPCG(uint64(w), 42))
+						mine := make([]time.Duration, 0, b.N/benchCommitters+1)
+						defer func() { lat[w] = mine }()
 						for {
 							i := next.Add(1)
 							if i > int64(b.N) {
 								return
 							}
+							start := time.Now()
 							if err := s.Put(ctx, keys[rng.IntN(held)], claims[i%int64(len(claims))]); err != nil {
 								b.Error(err)
 								return
 							}
+							mine = append(mine, time.Since(start))
 						}
 					})
 				}
 				wg.Wait()
 				b.StopTimer()
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+				all := slices.Concat(lat...)
+				slices.Sort(all)
+				if len(all) > 0 {
+					b.ReportMetric(float64(all[len(all)*999/1000].Microseconds())/1000, "p99.9-ms")
+					b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-ms")
+				}
 				commits := float64(obs.commits.Load() - base)
 				b.ReportMetric(float64(b.N)/commits, "puts/fsync")
 				if fsync {

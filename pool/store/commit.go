@@ -148,6 +148,7 @@ func (s *Store) commit(batch []*request) (groupStat, error) {
 		return groupStat{}, fmt.Errorf("store: %s: fsync after appending %d records (not acknowledged): %w", s.path, n, err)
 	}
 	s.records += n
+	s.keepTail(buf, n)
 	s.mu.Lock()
 	for _, r := range batch {
 		for i := range r.ops {

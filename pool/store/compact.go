@@ -1,68 +1,165 @@
 package store
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"time"
 )
 
-// maybeCompact rewrites the log once it holds more than
-// max(CompactMin, 2*live) records. A rewrite costs O(live) and leaves live
-// records, so at least max(CompactMin, live) appends separate two rewrites:
-// O(1) amortized per record. It runs on the writer, after the batch that
-// crossed the threshold was acknowledged.
+// compaction is a rewrite of the log that runs beside the writer. The
+// writer takes a snapshot of the table (the put line of every live row) and
+// a compactor goroutine writes and fsyncs it to a temp file, while the
+// writer goes on appending to the old log and acknowledging from it. Every
+// batch acknowledged after the snapshot is also kept in tail. Once the
+// snapshot is durable, the writer (between two batches) appends tail to the
+// temp file, fsyncs it and renames it over the state file. Snapshot plus
+// tail replays to the table as it is at the switch, so the new file loses
+// nothing, and until the rename the old log stays whole and authoritative.
+type compaction struct {
+	tmp   *os.File
+	rows  int        // records in the snapshot
+	tail  []byte     // records acknowledged from the old log since the snapshot
+	tailN int        // records in tail
+	done  chan error // buffered; the compactor's one result
+	start time.Time
+}
+
+// maybeCompact runs on the writer after every acknowledged batch. It
+// finishes a compaction whose snapshot is durable, or starts one once the
+// log holds more than max(CompactMin, 2*live) records. A rewrite costs
+// O(live) and leaves about live records, so at least max(CompactMin, live)
+// appends separate two rewrites: O(1) amortized per record. The writer's own
+// O(live) share is one copy of the row pointers; the bytes and their fsync
+// are the compactor's.
 func (s *Store) maybeCompact() {
+	if c := s.compacting; c != nil {
+		select {
+		case err := <-c.done:
+			s.compacting = nil
+			if err == nil {
+				err = s.switchTo(c)
+			} else {
+				discard(c.tmp)
+			}
+			if err != nil {
+				s.compactFailed(err)
+			}
+		default: // the snapshot is still being written
+		}
+		return
+	}
 	live := len(s.rows) // the writer is the only mutator: no lock needed to read
 	if s.records <= max(s.opts.CompactMin, 2*live) || s.records < s.compactAt {
 		return
 	}
-	if err := s.rewrite("compact"); err != nil {
-		// The old log is still whole (or, after a rename, dirty and rebuilt
-		// by the next commit). Back off so a full disk does not turn every
-		// commit into an O(n) attempt.
-		s.compactAt = s.records + max(s.opts.CompactMin, live)
-		s.lg.Warn("claim store: compaction failed; will retry later", "err", err, "retry_at_records", s.compactAt)
+	tmp, err := s.createTemp("compact")
+	if err != nil {
+		s.compactFailed(err)
+		return
+	}
+	lines := s.snapshot()
+	c := &compaction{tmp: tmp, rows: len(lines), done: make(chan error, 1), start: time.Now()}
+	s.compacting = c
+	go func() { c.done <- s.writeSnapshot("compact", tmp, lines) }()
+}
+
+// compactFailed backs off after a failed compaction. The old log is still
+// whole (or, after a rename, dirty and rebuilt by the next commit), and a
+// full disk must not turn every commit into an O(n) attempt.
+func (s *Store) compactFailed(err error) {
+	s.compactAt = s.records + max(s.opts.CompactMin, len(s.rows))
+	s.lg.Warn("claim store: compaction failed; will retry later", "err", err, "retry_at_records", s.compactAt)
+}
+
+// keepTail records a batch just acknowledged from the old log, so that the
+// compaction in flight carries it into the new file.
+func (s *Store) keepTail(buf []byte, records int) {
+	if c := s.compacting; c != nil {
+		c.tail = append(c.tail, buf...)
+		c.tailN += records
 	}
 }
 
-// rewrite replaces the file with a snapshot of rows: a normal log holding one
-// put record per row. It writes a temp file in the same directory, fsyncs
-// it, renames it over the state file and fsyncs the directory; the rename is
-// the commit point. On success f is the new file, positioned at its end.
-//
-// It serves compaction, recovery from a failed commit (dirty), migration of
-// the reference format, and Close. A failure before the rename leaves the
-// old file in place and changes nothing. A failure after it (the directory
-// fsync) switches f to the new file but leaves the store dirty, so nothing
-// is acknowledged until a later rewrite fsyncs the directory.
+// switchTo completes c on the writer: the tail goes after the durable
+// snapshot, then the file is installed.
+func (s *Store) switchTo(c *compaction) error {
+	if len(c.tail) > 0 {
+		if _, err := c.tmp.Write(c.tail); err != nil {
+			discard(c.tmp)
+			return fmt.Errorf("store: %s: compact: write %s: %w", s.path, c.tmp.Name(), err)
+		}
+		if _, err := s.syncFile(c.tmp); err != nil {
+			discard(c.tmp)
+			return fmt.Errorf("store: %s: compact: fsync %s: %w", s.path, c.tmp.Name(), err)
+		}
+	}
+	return s.install("compact", c.tmp, c.rows+c.tailN, c.start)
+}
+
+// abandonCompaction waits for the compactor, if one runs, and drops its
+// file. The writer calls it before a rewrite, which supersedes it, and Close
+// calls it once the writer has stopped.
+func (s *Store) abandonCompaction() {
+	if c := s.compacting; c != nil {
+		<-c.done
+		discard(c.tmp)
+		s.compacting = nil
+	}
+}
+
+// rewrite replaces the file with a snapshot of rows, synchronously: a normal
+// log holding one put record per row. It serves recovery from a failed
+// commit (dirty), migration of the reference format, and Close. A failure
+// before the rename leaves the old file in place and changes nothing; see
+// install for a failure after it.
 func (s *Store) rewrite(why string) error {
+	s.abandonCompaction()
 	start := time.Now()
+	tmp, err := s.createTemp(why)
+	if err != nil {
+		return err
+	}
+	lines := s.snapshot()
+	if err := s.writeSnapshot(why, tmp, lines); err != nil {
+		discard(tmp)
+		return err
+	}
+	return s.install(why, tmp, len(lines), start)
+}
+
+// createTemp makes the file a rewrite is written to, in the state file's
+// directory so that the rename is atomic.
+func (s *Store) createTemp(why string) (*os.File, error) {
 	tmp, err := os.CreateTemp(s.dir, s.tmpPattern())
 	if err != nil {
-		return fmt.Errorf("store: %s: %s: create temp file: %w", s.path, why, err)
+		return nil, fmt.Errorf("store: %s: %s: create temp file: %w", s.path, why, err)
 	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
 	// CreateTemp uses 0600 already; say so where it matters.
 	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("store: %s: %s: chmod %s: %w", s.path, why, tmp.Name(), err)
+		discard(tmp)
+		return nil, fmt.Errorf("store: %s: %s: chmod %s: %w", s.path, why, tmp.Name(), err)
 	}
-	if s.wbuf == nil {
-		s.wbuf = bufio.NewWriterSize(nil, 256<<10) // kept: compaction is periodic
+	return tmp, nil
+}
+
+// snapshot is the put line of every live row. The lines are never modified
+// once stored, so the compactor may read them while the writer goes on.
+func (s *Store) snapshot() [][]byte {
+	lines := make([][]byte, 0, len(s.rows))
+	for _, r := range s.rows {
+		lines = append(lines, r.line)
 	}
-	w := s.wbuf
+	return lines
+}
+
+// writeSnapshot writes lines to tmp and fsyncs it. It may run on the
+// compactor goroutine: it touches only tmp, lines and read-only options.
+func (s *Store) writeSnapshot(why string, tmp *os.File, lines [][]byte) error {
+	w := s.wbuf // one snapshot is written at a time: see rewrite and abandonCompaction
 	w.Reset(tmp)
 	defer w.Reset(nil)
-	var size int64
-	for _, r := range s.rows {
-		n, _ := w.Write(r.line) // a write error sticks and is returned by Flush
-		size += int64(n)
+	for _, line := range lines {
+		w.Write(line) // a write error sticks and is returned by Flush
 	}
 	if err := s.failpoint("rewrite"); err != nil {
 		return fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
@@ -73,19 +170,30 @@ func (s *Store) rewrite(why string) error {
 	if _, err := s.syncFile(tmp); err != nil {
 		return fmt.Errorf("store: %s: %s: fsync %s: %w", s.path, why, tmp.Name(), err)
 	}
-	if err := s.failpoint("rename"); err != nil {
+	return nil
+}
+
+// install renames the durable tmp, holding records records, over the state
+// file and fsyncs the directory; the rename is the commit point. On success
+// f is the new file, positioned at its end. A failure before the rename
+// drops tmp and changes nothing. A failure after it (the directory fsync)
+// switches f to the new file but leaves the store dirty, so nothing is
+// acknowledged until a later rewrite fsyncs the directory.
+func (s *Store) install(why string, tmp *os.File, records int, start time.Time) error {
+	err := s.failpoint("rename")
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path)
+	}
+	if err != nil {
+		discard(tmp)
 		return fmt.Errorf("store: %s: %s: rename %s: %w", s.path, why, tmp.Name(), err)
 	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		return fmt.Errorf("store: %s: %s: %w", s.path, why, err)
-	}
-	renamed = true
 	if old := s.f; old != nil {
 		// An unlinked inode now, never written again. Freeing its blocks can
 		// take a while (more so with -o discard): not on the commit path.
 		go old.Close()
 	}
-	s.f, s.records = tmp, len(s.rows)
+	s.f, s.records = tmp, records
 	if err := s.syncDir(); err != nil {
 		s.dirty = true
 		return fmt.Errorf("store: %s: %s: after rename: %w", s.path, why, err)
@@ -93,6 +201,12 @@ func (s *Store) rewrite(why string) error {
 	s.dirty = false
 	s.compactAt = 0
 	s.lg.Info("claim store: rewrote state file", "why", why, "rows", len(s.rows),
-		"bytes", size, "took", time.Since(start))
+		"records", records, "took", time.Since(start))
 	return nil
+}
+
+// discard closes and removes a temp file that was not installed.
+func discard(tmp *os.File) {
+	tmp.Close()
+	os.Remove(tmp.Name())
 }

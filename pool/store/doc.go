@@ -63,11 +63,18 @@ the callers it just woke can join the next group instead of missing it. Memory t
 map lookup. Deleting a key absent from the table returns at once.
 
 When the log holds more than max(CompactMin, 2*live) records, the writer
-compacts: it writes one put per live row to claims.json.tmp-* in the same
-directory, fsyncs it, renames it over the state file and fsyncs the
-directory (fsyncDir). The result is a normal log. Each compaction is O(live)
-and is followed by at least max(CompactMin, live) appends, so it is O(1)
-amortized per commit.
+starts a compaction: it copies the put line of every live row (the
+snapshot), and a compactor goroutine writes them to claims.json.tmp-* in the
+same directory and fsyncs it. Meanwhile the writer goes on committing to the
+old log, which stays whole and authoritative, and keeps a copy of every
+batch it acknowledges (the tail). Once the snapshot is durable, the writer,
+between two batches, appends the tail to the temp file, fsyncs it, renames
+it over the state file and fsyncs the directory (fsyncDir). The result is a
+normal log. So a commit never waits for the O(live) write and its fsync,
+only for the copy of the row pointers and the short switch. Each compaction
+is O(live) and is followed by at least max(CompactMin, live) appends, so it
+is O(1) amortized per commit; the log exceeds its bound only by the commits
+made while one compaction runs.
 
 If a write or an fsync fails (disk full, EIO, a read-only remount), the
 whole group fails with an error naming the file and the cause, no caller is

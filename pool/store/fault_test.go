@@ -154,12 +154,11 @@ func TestFailedCompactionKeepsTheLogAndBacksOff(t *testing.T) {
 			t.Fatalf("commit %d failed because compaction did: %v", i, err)
 		}
 	}
+	mustClose(t, s) // waits for a compaction in flight
 	// Backoff: one attempt per max(CompactMin, live) records, not per commit.
 	if n := f.reached("rewrite"); n == 0 || n > 40/4+1 {
 		t.Fatalf("compaction attempted %d times in 40 commits", n)
 	}
-	f.set("rewrite", 0)
-	mustClose(t, s)
 	s = mustOpen(t, path, Options{})
 	defer mustClose(t, s)
 	checkTable(t, s, map[string]Claim{"ns/same": testClaim(39)})

@@ -53,7 +53,9 @@ type Options struct {
 	Logger *slog.Logger
 	// CompactMin is the smallest log, in records, that is compacted: the
 	// log is rewritten once it holds more than max(CompactMin, 2*live)
-	// records. Default 1024.
+	// records. Default 65536 (about 16 MiB of log): a compaction has a fixed
+	// cost of three fsyncs, which a small table must not pay every few
+	// group commits.
 	CompactMin int
 
 	// failpoint, when set (tests only), is consulted at named points of the
@@ -63,7 +65,7 @@ type Options struct {
 
 const (
 	defaultSlowFsync  = 100 * time.Millisecond
-	defaultCompactMin = 1024
+	defaultCompactMin = 65536
 )
 
 // ErrClosed is returned by every mutating call on a closed Store.
@@ -83,7 +85,8 @@ type row struct {
 //     after its bytes are fsynced and before any of its callers is
 //     acknowledged, so Get never returns a row that a crash could lose.
 //   - Only the writer goroutine (or Open/Close while no writer runs)
-//     mutates rows, f, records and dirty.
+//     mutates rows, f, records, dirty and compacting. The compactor
+//     goroutine only writes its own temp file.
 //   - dirty means the file may not equal rows (a write or fsync failed, or a
 //     rename was not followed by a successful directory fsync). The next
 //     commit rewrites the file from rows before appending anything.
@@ -101,12 +104,13 @@ type Store struct {
 	done chan struct{} // closed when the writer goroutine exits
 
 	// Owned by the writer.
-	f         *os.File
-	records   int           // records in the current log file
-	dirty     bool          // see the type comment
-	compactAt int           // after a failed compaction, do not retry before this many records
-	buf       []byte        // batch buffer, reused
-	wbuf      *bufio.Writer // rewrite buffer, reused
+	f          *os.File
+	records    int           // records in the current log file
+	dirty      bool          // see the type comment
+	compactAt  int           // after a failed compaction, do not retry before this many records
+	compacting *compaction   // the compaction in flight, if any
+	buf        []byte        // batch buffer, reused
+	wbuf       *bufio.Writer // snapshot buffer, reused: compaction is periodic
 }
 
 // Open opens the claim store at path, creating its directory (0700) and file
@@ -135,6 +139,7 @@ func Open(path string, o Options) (*Store, error) {
 		opts: o,
 		lg:   lg.With("path", path),
 		done: make(chan struct{}),
+		wbuf: bufio.NewWriterSize(nil, 256<<10),
 	}
 	s.q.wake = make(chan struct{}, 1)
 	if err := s.makeDir(); err != nil {
@@ -282,6 +287,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	<-s.done
+	s.abandonCompaction() // the old log is whole; a snapshot is only an optimisation
 	var errs []error
 	if s.dirty {
 		if err := s.rewrite("close after failed commit"); err != nil {
