@@ -53,7 +53,7 @@ type Options struct {
 	Logger *slog.Logger
 	// CompactMin is the smallest log, in records, that is compacted: the
 	// log is rewritten once it holds more than max(CompactMin, 2*live)
-	// records. Default 65536 (about 16 MiB of log): a compaction has a fixed
+	// records. Default 16384 (about 4 MiB of log): a compaction has a fixed
 	// cost of three fsyncs, which a small table must not pay every few
 	// group commits.
 	CompactMin int
@@ -65,7 +65,7 @@ type Options struct {
 
 const (
 	defaultSlowFsync  = 100 * time.Millisecond
-	defaultCompactMin = 65536
+	defaultCompactMin = 16384
 )
 
 // ErrClosed is returned by every mutating call on a closed Store.
