@@ -54,6 +54,37 @@ func preload(b *testing.B, s *Store, keys []string) {
 	}
 }
 
+// storm makes n Puts from benchCommitters goroutines, each overwriting a
+// random one of keys, and returns the latency of every commit.
+func storm(b *testing.B, s *Store, keys []string, n int, seed uint64) []time.Duration {
+	claims := benchClaims()
+	var next atomic.Int64
+	ctx := context.Background()
+	lat := make([][]time.Duration, benchCommitters)
+	var wg sync.WaitGroup
+	for w := range benchCommitters {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			mine := make([]time.Duration, 0, n/benchCommitters+1)
+			defer func() { lat[w] = mine }()
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				start := time.Now()
+				if err := s.Put(ctx, keys[rng.IntN(len(keys))], claims[i%int64(len(claims))]); err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(lat...)
+}
+
 // BenchmarkCommit: 256 committer goroutines; each op is one Put that
 // overwrites a random one of the held rows (so the table stays at held rows
 // and compaction runs at its steady-state rate: once per ~held commits).
@@ -71,36 +102,11 @@ func BenchmarkCommit(b *testing.B) {
 				defer s.Close()
 				keys := benchKeys(held)
 				preload(b, s, keys)
-				claims := benchClaims()
 				base, baseNanos := obs.commits.Load(), obs.fsyncNanos.Load()
-				var next atomic.Int64
-				ctx := context.Background()
-				lat := make([][]time.Duration, benchCommitters)
 				b.ResetTimer()
-				var wg sync.WaitGroup
-				for w := range benchCommitters {
-					wg.Go(func() {
-						rng := rand.New(rand.NewPCG(uint64(w), 42))
-						mine := make([]time.Duration, 0, b.N/benchCommitters+1)
-						defer func() { lat[w] = mine }()
-						for {
-							i := next.Add(1)
-							if i > int64(b.N) {
-								return
-							}
-							start := time.Now()
-							if err := s.Put(ctx, keys[rng.IntN(held)], claims[i%int64(len(claims))]); err != nil {
-								b.Error(err)
-								return
-							}
-							mine = append(mine, time.Since(start))
-						}
-					})
-				}
-				wg.Wait()
+				all := storm(b, s, keys, b.N, 42)
 				b.StopTimer()
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
-				all := slices.Concat(lat...)
 				slices.Sort(all)
 				if len(all) > 0 {
 					b.ReportMetric(float64(all[len(all)*999/1000].Microseconds())/1000, "p99.9-ms")
