@@ -171,6 +171,8 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	m.SandboxdRequest(ctx, "claim", 500, time.Millisecond)
 	m.SandboxdRequest(ctx, "release", 0, time.Millisecond)
 	m.StoreCommit(3, 512, 100*time.Microsecond)
+	m.StoreCompaction(time.Second, true)
+	m.StoreCompaction(time.Millisecond, false)
 	for _, k := range []string{DecisionAdopt, DecisionPreserve, DecisionRelease, DecisionReleaseFailed,
 		DecisionQuarantineLifted, DecisionQuarantineDropped, DecisionLeaseExpired} {
 		m.Decision(ctx, k, "r")

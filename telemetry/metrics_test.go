@@ -16,6 +16,8 @@ func exercise(ctx context.Context, m *Metrics, depth []int, held int) {
 	m.SandboxdObserver().Request("release", 200, time.Millisecond)
 	m.StoreCommit(4, 512, 2*time.Millisecond)
 	m.StoreObserver().Commit(2, 256, time.Millisecond)
+	m.StoreObserver().Compact(100, 40*time.Millisecond, nil)
+	m.StoreCompaction(time.Millisecond, false)
 	m.Decision(ctx, DecisionPreserve, "no_authority")
 	m.OrphanVerdicts(len(depth), held)
 	m.OrphanScan(true)
@@ -44,6 +46,9 @@ func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
 		`vksandbox_store_fsync_duration_seconds_count`:                          2,
 		`vksandbox_store_commit_batch_size_sum`:                                 6,
 		`vksandbox_store_commit_bytes_total`:                                    768,
+		`vksandbox_store_compactions_total{result="ok"}`:                        1,
+		`vksandbox_store_compactions_total{result="failed"}`:                    1,
+		`vksandbox_store_compaction_duration_seconds_count`:                     2,
 		`vksandbox_decisions_total{kind="preserve",reason="no_authority"}`:      1,
 		`vksandbox_orphan_sandboxes`:                                            1, // 3 -> 4
 		`vksandbox_orphan_claims`:                                               1,

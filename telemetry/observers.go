@@ -17,12 +17,18 @@ func (o SandboxdObserver) Request(verb string, status int, d time.Duration) {
 // SandboxdObserver returns the adapter for pool's sandboxd client.
 func (m *Metrics) SandboxdObserver() SandboxdObserver { return SandboxdObserver{m} }
 
-// StoreObserver adapts Metrics to the claim store's commit observer.
+// StoreObserver adapts Metrics to the claim store's observer.
 type StoreObserver struct{ m *Metrics }
 
 // Commit records one group commit; see Metrics.StoreCommit.
 func (o StoreObserver) Commit(batch int, bytes int, fsync time.Duration) {
 	o.m.StoreCommit(batch, bytes, fsync)
+}
+
+// Compact records one compaction of the state file; see
+// Metrics.StoreCompaction.
+func (o StoreObserver) Compact(records int, took time.Duration, err error) {
+	o.m.StoreCompaction(took, err == nil)
 }
 
 // StoreObserver returns the adapter for pool's claim store.

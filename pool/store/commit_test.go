@@ -10,9 +10,18 @@ import (
 	"time"
 )
 
-// countingObserver records every group commit.
+// countingObserver records every group commit and compaction.
 type countingObserver struct {
 	commits, acked, maxBatch, fsyncNanos atomic.Int64
+	compactions, compactFailures         atomic.Int64
+}
+
+func (o *countingObserver) Compact(records int, took time.Duration, err error) {
+	if err != nil {
+		o.compactFailures.Add(1)
+		return
+	}
+	o.compactions.Add(1)
 }
 
 func (o *countingObserver) Commit(batch, bytes int, fsync time.Duration) {

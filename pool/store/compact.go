@@ -44,6 +44,7 @@ func (s *Store) maybeCompact() {
 			if err != nil {
 				s.compactFailed(err)
 			}
+			s.observeCompaction(c.start, err)
 		default: // the snapshot is still being written
 		}
 		return
@@ -55,6 +56,7 @@ func (s *Store) maybeCompact() {
 	tmp, err := s.createTemp("compact")
 	if err != nil {
 		s.compactFailed(err)
+		s.observeCompaction(time.Now(), err)
 		return
 	}
 	lines := s.snapshot()
@@ -69,6 +71,16 @@ func (s *Store) maybeCompact() {
 func (s *Store) compactFailed(err error) {
 	s.compactAt = s.records + max(s.opts.CompactMin, len(s.rows))
 	s.lg.Warn("claim store: compaction failed; will retry later", "err", err, "retry_at_records", s.compactAt)
+}
+
+func (s *Store) observeCompaction(start time.Time, err error) {
+	if s.opts.Observer != nil {
+		records := s.records
+		if err != nil {
+			records = 0
+		}
+		s.opts.Observer.Compact(records, time.Since(start), err)
+	}
 }
 
 // keepTail records a batch just acknowledged from the old log, so that the

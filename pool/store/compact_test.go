@@ -16,7 +16,8 @@ func TestCompactionBoundsTheLogAndKeepsTheTable(t *testing.T) {
 	const compactMin, live = 16, 10
 	path := statePath(t)
 	f := newFaults()
-	s := mustOpen(t, path, Options{CompactMin: compactMin, failpoint: f.failpoint})
+	obs := &countingObserver{}
+	s := mustOpen(t, path, Options{CompactMin: compactMin, failpoint: f.failpoint, Observer: obs})
 	ctx := context.Background()
 	want := map[string]Claim{}
 	for i := range 500 {
@@ -36,6 +37,10 @@ func TestCompactionBoundsTheLogAndKeepsTheTable(t *testing.T) {
 	if n := f.reached("rename"); n < 500/(2*period) || f.reached("fsyncDir") < n {
 		t.Fatalf("renames %d (want about %d), directory fsyncs %d: every rename must be followed by one",
 			n, 500/period, f.reached("fsyncDir"))
+	}
+	if n := obs.compactions.Load(); n != int64(f.reached("rename")) || obs.compactFailures.Load() != 0 {
+		t.Fatalf("observer saw %d compactions (%d failed), the file was renamed %d times",
+			n, obs.compactFailures.Load(), f.reached("rename"))
 	}
 	data, _ := os.ReadFile(path)
 	if n := bytes.Count(data, []byte("\n")); n != s.records || n > 2*bound {

@@ -146,7 +146,8 @@ func TestCloseRebuildsADirtyFile(t *testing.T) {
 func TestFailedCompactionKeepsTheLogAndBacksOff(t *testing.T) {
 	path := statePath(t)
 	f := newFaults()
-	s := mustOpen(t, path, Options{failpoint: f.failpoint, CompactMin: 4, UnsafeNoFsync: true})
+	obs := &countingObserver{}
+	s := mustOpen(t, path, Options{failpoint: f.failpoint, CompactMin: 4, UnsafeNoFsync: true, Observer: obs})
 	ctx := context.Background()
 	f.set("rewrite", -1)
 	for i := range 40 {
@@ -158,6 +159,11 @@ func TestFailedCompactionKeepsTheLogAndBacksOff(t *testing.T) {
 	// Backoff: one attempt per max(CompactMin, live) records, not per commit.
 	if n := f.reached("rewrite"); n == 0 || n > 40/4+1 {
 		t.Fatalf("compaction attempted %d times in 40 commits", n)
+	}
+	// Close abandons an attempt in flight without reporting it.
+	if n := obs.compactFailures.Load(); n == 0 || n > int64(f.reached("rewrite")) || obs.compactions.Load() != 0 {
+		t.Fatalf("observer saw %d failed and %d installed compactions; %d were attempted",
+			n, obs.compactions.Load(), f.reached("rewrite"))
 	}
 	s = mustOpen(t, path, Options{})
 	defer mustClose(t, s)

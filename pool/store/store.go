@@ -32,10 +32,14 @@ type Claim struct {
 
 // Observer is told about every group commit once it is durable: how many
 // callers it acknowledged, how many bytes it appended and how long the fsync
-// took (zero with UnsafeNoFsync). Commit runs on the writer goroutine, so it
-// must be quick and must not call back into the Store.
+// took (zero with UnsafeNoFsync). It is also told about every compaction
+// once it has been installed (err nil; records is the new log's length) or
+// has failed, with the time from its snapshot to that point. Both run on
+// the writer goroutine, so they must be quick and must not call back into
+// the Store.
 type Observer interface {
 	Commit(batch int, bytes int, fsync time.Duration)
+	Compact(records int, took time.Duration, err error)
 }
 
 // Options configures a Store. The zero value is the production setting.
