@@ -41,10 +41,7 @@ func (s *Store) maybeCompact() {
 			} else {
 				discard(c.tmp)
 			}
-			if err != nil {
-				s.compactFailed(err)
-			}
-			s.observeCompaction(c.start, err)
+			s.compactEnded(c.start, err)
 		default: // the snapshot is still being written
 		}
 		return
@@ -55,8 +52,7 @@ func (s *Store) maybeCompact() {
 	}
 	tmp, err := s.createTemp("compact")
 	if err != nil {
-		s.compactFailed(err)
-		s.observeCompaction(time.Now(), err)
+		s.compactEnded(time.Now(), err)
 		return
 	}
 	lines := s.snapshot()
@@ -65,20 +61,18 @@ func (s *Store) maybeCompact() {
 	go func() { c.done <- s.writeSnapshot("compact", tmp, lines) }()
 }
 
-// compactFailed backs off after a failed compaction. The old log is still
-// whole (or, after a rename, dirty and rebuilt by the next commit), and a
-// full disk must not turn every commit into an O(n) attempt.
-func (s *Store) compactFailed(err error) {
-	s.compactAt = s.records + max(s.opts.CompactMin, len(s.rows))
-	s.lg.Warn("claim store: compaction failed; will retry later", "err", err, "retry_at_records", s.compactAt)
-}
-
-func (s *Store) observeCompaction(start time.Time, err error) {
+// compactEnded reports a compaction that was installed (err nil) or
+// failed, and backs off after a failure: the old log is still whole (or,
+// after a rename, dirty and rebuilt by the next commit), and a full disk
+// must not turn every commit into an O(n) attempt.
+func (s *Store) compactEnded(start time.Time, err error) {
+	records := s.records
+	if err != nil {
+		records = 0
+		s.compactAt = s.records + max(s.opts.CompactMin, len(s.rows))
+		s.lg.Warn("claim store: compaction failed; will retry later", "err", err, "retry_at_records", s.compactAt)
+	}
 	if s.opts.Observer != nil {
-		records := s.records
-		if err != nil {
-			records = 0
-		}
 		s.opts.Observer.Compact(records, time.Since(start), err)
 	}
 }
