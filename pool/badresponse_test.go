@@ -14,7 +14,7 @@ import (
 func TestGarbageBodyIsBadResponseAndNotRetried(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	h.sim.InjectFault(sim.Fault{Verb: "list", Mode: "garbage", Count: 1})
-	_, err := h.node.List(ctx(t), "")
+	_, err := h.node.List(ctx(t), pool.ListOptions{})
 	h.err(err)
 	if !errors.Is(err, pool.ErrBadResponse) || pool.IsRetryable(err) {
 		t.Fatalf("err = %v: want ErrBadResponse, not retryable", err)
@@ -53,7 +53,7 @@ func TestResetMidResponseIsARetryableTransportError(t *testing.T) {
 	}
 
 	h.sim.InjectFault(sim.Fault{Verb: "list", Mode: "reset", Count: 1})
-	if _, err := h.node.List(ctx(t), ""); h.err(err) != nil {
+	if _, err := h.node.List(ctx(t), pool.ListOptions{}); h.err(err) != nil {
 		t.Fatalf("list after one reset: %v, want the retry to succeed", err)
 	}
 	if n := h.count("list"); n != 2 {
@@ -90,7 +90,7 @@ func TestBodyOverTheLimitIsBadResponse(t *testing.T) {
 
 func TestNonObjectBodyIsBadResponse(t *testing.T) {
 	for _, body := range []string{"null", "[]", "", `"sb_1"`} {
-		_, err := stub(t, 200, body).List(ctx(t), "")
+		_, err := stub(t, 200, body).List(ctx(t), pool.ListOptions{})
 		if !errors.Is(err, pool.ErrBadResponse) {
 			t.Errorf("body %q: err = %v, want ErrBadResponse", body, err)
 		}

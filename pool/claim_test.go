@@ -150,7 +150,7 @@ func TestDuplicateClaimRefIsNotAConflict(t *testing.T) {
 	if a.ID == b.ID {
 		t.Fatal("two claims returned one id")
 	}
-	rows, err := h.node.List(ctx(t), "ns/a")
+	rows, err := h.node.List(ctx(t), pool.ListOptions{ClaimRef: "ns/a"})
 	if h.err(err) != nil || len(rows) != 2 {
 		t.Fatalf("list ns/a = %d rows, %v; want 2: sandboxd doubles a VM claimed twice", len(rows), err)
 	}
@@ -171,7 +171,7 @@ func TestLostClaimResponseIsRecoverableByClaimRef(t *testing.T) {
 	if errors.As(err, &he) || errors.Is(err, pool.ErrBadResponse) {
 		t.Fatalf("a lost response is a transport error, got %v", err)
 	}
-	rows, err := h.node.List(ctx(t), "ns/lost")
+	rows, err := h.node.List(ctx(t), pool.ListOptions{ClaimRef: "ns/lost"})
 	if h.err(err) != nil || len(rows) != 1 {
 		t.Fatalf("list by claim_ref: %d rows, %v; want the one VM that was made", len(rows), err)
 	}

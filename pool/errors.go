@@ -23,10 +23,14 @@ var (
 	// limit, or lacks what the protocol promises (a claim with neither id nor
 	// redirect, or an id without a token).
 	ErrBadResponse = errors.New("sandboxd: bad response")
-	// ErrNotFound matches a 404. Release already folds it into success
-	// (converged); Get surfaces it so the lease watch can tell "gone" from
-	// "listing failed".
+	// ErrNotFound matches a 404. For Get it means the id is unknown. For
+	// Release and Renew it is ambiguous: sandboxd answers 404 both for an
+	// unknown id and for a wrong sandbox token, so a caller must confirm
+	// with a root Get before it treats a release as converged.
 	ErrNotFound = errors.New("sandboxd: not found")
+	// ErrForbidden matches a 403: the token is known but may not use this
+	// surface (a tenant token on a root-only call). Never retried.
+	ErrForbidden = errors.New("sandboxd: forbidden")
 )
 
 // HTTPError is any non-2xx answer. Message comes from the {"error": "..."}
@@ -48,14 +52,17 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("sandboxd %s: %d: %s", subject(e.Verb, e.ID), e.Status, msg)
 }
 
-// Is makes errors.Is(err, ErrCapacity) true for a 429 and
-// errors.Is(err, ErrNotFound) true for a 404.
+// Is makes errors.Is(err, ErrCapacity) true for a 429,
+// errors.Is(err, ErrNotFound) true for a 404 and errors.Is(err,
+// ErrForbidden) true for a 403.
 func (e *HTTPError) Is(target error) bool {
 	switch target {
 	case ErrCapacity:
 		return e.Status == http.StatusTooManyRequests
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound
+	case ErrForbidden:
+		return e.Status == http.StatusForbidden
 	}
 	return false
 }
@@ -109,7 +116,8 @@ func (e *transportError) Error() string { return "sandboxd " + subject(e.verb, e
 func (e *transportError) Unwrap() error { return e.err }
 
 // IsRetryable reports whether repeating the same request may succeed:
-// transport errors (unless the caller's context ended) and 5xx. A 4xx,
+// transport errors (unless the caller's context ended) and 5xx, among them
+// a 503 with Retry-After from a node whose tenant database is down. A 4xx,
 // a capacity miss and a bad 2xx body are never retryable.
 func IsRetryable(err error) bool {
 	if err == nil || errors.Is(err, ErrCapacity) {

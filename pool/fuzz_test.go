@@ -88,7 +88,7 @@ func FuzzDecodeResponse(f *testing.F) {
 			checkHTTPError(t, "claim", code, err)
 		}
 
-		rows, err := c.List(ctx, "ns/fuzz")
+		rows, err := c.List(ctx, pool.ListOptions{ClaimRef: "ns/fuzz"})
 		checkErrText(t, "list", err)
 		switch {
 		case err == nil && rows == nil:

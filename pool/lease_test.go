@@ -15,13 +15,13 @@ func TestSandboxPastItsLeaseDisappearsFromTheList(t *testing.T) {
 	long := h.claim("ns/long", 600)
 
 	waitFor(t, 5*time.Second, "the 1s lease to be reaped", func() bool {
-		rows, err := h.node.List(ctx(t), "")
+		rows, err := h.node.List(ctx(t), pool.ListOptions{})
 		if h.err(err) != nil {
 			return false
 		}
 		return !slices.ContainsFunc(rows, func(s pool.Sandbox) bool { return s.ID == short.ID })
 	})
-	rows, err := h.node.List(ctx(t), "")
+	rows, err := h.node.List(ctx(t), pool.ListOptions{})
 	if h.err(err) != nil || len(rows) != 1 || rows[0].ID != long.ID {
 		t.Errorf("after reaping: %v, %v; want only the long lease", rows, err)
 	}

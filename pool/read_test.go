@@ -14,11 +14,11 @@ func TestListReturnsAllOrFiltersByClaimRef(t *testing.T) {
 	a := h.claim("ns/a", 60)
 	h.claim("ns/b", 60)
 
-	all, err := h.node.List(ctx(t), "")
+	all, err := h.node.List(ctx(t), pool.ListOptions{})
 	if h.err(err) != nil || len(all) != 2 {
 		t.Fatalf("list all: %d rows, %v", len(all), err)
 	}
-	rows, err := h.node.List(ctx(t), "ns/a")
+	rows, err := h.node.List(ctx(t), pool.ListOptions{ClaimRef: "ns/a"})
 	if h.err(err) != nil || len(rows) != 1 {
 		t.Fatalf("list ns/a: %d rows, %v", len(rows), err)
 	}
@@ -35,7 +35,7 @@ func TestListReturnsAllOrFiltersByClaimRef(t *testing.T) {
 
 func TestListOfNothingIsEmptyNotNil(t *testing.T) {
 	h := newHarness(t, sim.Config{})
-	rows, err := h.node.List(ctx(t), "ns/none")
+	rows, err := h.node.List(ctx(t), pool.ListOptions{ClaimRef: "ns/none"})
 	if h.err(err) != nil || rows == nil || len(rows) != 0 {
 		t.Fatalf("rows=%v (nil=%v) err=%v; want a non-nil empty slice", rows, rows == nil, err)
 	}
@@ -101,7 +101,7 @@ func TestInfoReportsPoolsClaimedAndCounters(t *testing.T) {
 func TestReadsWithBadTokenAre401(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	bad := h.client("not-a-valid-token", nil)
-	_, err := bad.List(ctx(t), "")
+	_, err := bad.List(ctx(t), pool.ListOptions{})
 	assertStatus(t, h.err(err), http.StatusUnauthorized)
 	_, err = bad.Get(ctx(t), "sb_x")
 	assertStatus(t, h.err(err), http.StatusUnauthorized)

@@ -27,7 +27,7 @@ func TestRetryHonoursRetryAfterOn503(t *testing.T) {
 	spanCtx, span := tp.Tracer("test").Start(ctx(t), "lease-watch")
 
 	start := time.Now()
-	_, err := c.List(spanCtx, "")
+	_, err := c.List(spanCtx, pool.ListOptions{})
 	span.End()
 	if h.err(err) != nil {
 		t.Fatalf("list: %v", err)
@@ -56,7 +56,7 @@ func TestListRetriedAfter500ThenSucceeds(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	h.claim("ns/a", 60)
 	h.sim.InjectFault(sim.Fault{Verb: "list", Mode: "500", Count: 2})
-	rows, err := h.node.List(ctx(t), "")
+	rows, err := h.node.List(ctx(t), pool.ListOptions{})
 	if h.err(err) != nil || len(rows) != 1 {
 		t.Fatalf("list: %d rows, %v", len(rows), err)
 	}
@@ -153,7 +153,7 @@ func TestCallerCancellationIsNotRetryable(t *testing.T) {
 	h.sim.InjectFault(sim.Fault{Verb: "list", Mode: "slow", Delay: 5 * time.Second})
 	cctx, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
 	defer cancel()
-	_, err := h.node.List(cctx, "")
+	_, err := h.node.List(cctx, pool.ListOptions{})
 	h.err(err)
 	if !errors.Is(err, context.DeadlineExceeded) || pool.IsRetryable(err) {
 		t.Fatalf("err = %v: want DeadlineExceeded and not retryable", err)

@@ -68,7 +68,7 @@ func TestTokensNeverAppearInErrors(t *testing.T) {
 		errs = append(errs, err)
 		errs = append(errs, c.Release(spanCtx, "sb_1", sandboxToken))
 		errs = append(errs, c.Release(spanCtx, "sb_1", shortSandboxToken))
-		_, err = c.List(spanCtx, "")
+		_, err = c.List(spanCtx, pool.ListOptions{})
 		errs = append(errs, err)
 		_, err = c.Get(spanCtx, "sb_1")
 		errs = append(errs, err)
