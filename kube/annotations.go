@@ -16,6 +16,9 @@ const (
 	AnnSize     = "sandbox.cocoonstack.io/size"
 	AnnTTL      = "sandbox.cocoonstack.io/ttl-seconds"
 	AnnClaimID  = "sandbox.cocoonstack.io/claim-id" // out: written back; the token never is
+	// AnnDeadline is written back with the claim: the lease end the node
+	// granted (RFC 3339, UTC), moved by every renewal.
+	AnnDeadline = "sandbox.cocoonstack.io/deadline"
 
 	RuntimeSandboxd = "sandboxd"
 	DefaultTTL      = 86400

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -22,19 +23,26 @@ const FieldManager = "vk-sandbox"
 
 // InventorySource is what the publisher reads from sandboxd.
 type InventorySource interface {
-	List(ctx context.Context, claimRef string) ([]pool.Sandbox, error)
+	List(ctx context.Context, o pool.ListOptions) ([]pool.Sandbox, error)
 	Info(ctx context.Context) (pool.Info, error)
+	Tenant() bool
 }
 
-// Claims looks up this node's own claim for a pod key.
+// Claims looks up this node's own claims.
 type Claims interface {
 	Claim(key string) (pipeline.ClaimView, bool)
+	Identity() pipeline.Identity
 }
 
 // InventoryPublisher server-side-applies one NodeInventory per node. Each
 // tick rebuilds it from live sandboxd state (the listing, not the claim
 // table): one listing, one info and one apply per interval, whatever the
 // claim count. A failed publish is logged; the next tick starts afresh.
+//
+// The object is spec-less, as its consumer (sandbox-operator's aggregated
+// apiserver) reads it: node, address, entries and pools sit at the top
+// level beside metadata. Fields nested under spec would be invisible to it,
+// and a structural CRD would prune them without an error.
 type InventoryPublisher struct {
 	Dynamic  dynamic.Interface
 	Sandboxd InventorySource
@@ -65,54 +73,81 @@ func (p *InventoryPublisher) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// PublishOnce builds and applies the inventory.
+// PublishOnce builds and applies the inventory. With a tenant token the
+// pool view (/v1/info, root only) is left out rather than asked for.
 func (p *InventoryPublisher) PublishOnce(ctx context.Context) error {
-	rows, err := p.Sandboxd.List(ctx, "")
+	rows, err := p.Sandboxd.List(ctx, pool.ListOptions{})
 	if err != nil {
 		return err
 	}
-	info, err := p.Sandboxd.Info(ctx)
-	if err != nil {
-		return err
+	var info *pool.Info
+	if !p.Sandboxd.Tenant() {
+		i, err := p.Sandboxd.Info(ctx)
+		switch {
+		case err == nil:
+			info = &i
+		case !errors.Is(err, pool.ErrForbidden):
+			return err
+		}
 	}
 	obj := p.build(rows, info)
 	_, err = p.Dynamic.Resource(NodeInventoryGVR).Apply(ctx, p.Node, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	return err
 }
 
-func (p *InventoryPublisher) build(rows []pool.Sandbox, info pool.Info) *unstructured.Unstructured {
+// build renders the object. Entries are this node's VMs only: those it
+// made (Identity.Owns), and those its claim table holds by id under the
+// plain "<namespace>/<name>" claim_ref of older rows. Other clients'
+// sandboxes on the same sandboxd are theirs to publish.
+func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstructured.Unstructured {
+	id := p.Claims.Identity()
 	entries := make([]any, 0, len(rows))
 	for _, r := range rows {
-		name := r.ClaimRef
-		if name == "" {
-			name = r.ID
+		key, ours := id.Owns(r)
+		if !ours {
+			key = r.ClaimRef
+		}
+		c, held := p.Claims.Claim(key)
+		held = held && c.ID == r.ID
+		if !ours && !held {
+			continue
 		}
 		phase := "Running"
 		if r.Hibernated {
 			phase = "Hibernated"
 		}
-		e := map[string]any{"name": name, "id": r.ID, "phase": phase, "deadline": r.Deadline.UTC().Format(time.RFC3339)}
+		e := map[string]any{"name": key, "id": r.ID, "phase": phase, "template": r.Key.Template}
 		if r.ClaimRef != "" {
 			e["claimRef"] = r.ClaimRef
-			if c, ok := p.Claims.Claim(r.ClaimRef); ok && c.ID == r.ID {
-				e["addr"] = c.Address // only from this node's own claim
-			}
+		}
+		if held && c.Address != "" {
+			e["addr"] = c.Address
+		}
+		if !r.Deadline.IsZero() {
+			e["deadline"] = r.Deadline.UTC().Format(time.RFC3339)
+		}
+		if r.ClaimedAt != nil {
+			e["claimedAt"] = r.ClaimedAt.UTC().Format(time.RFC3339)
 		}
 		entries = append(entries, e)
 	}
-	pools := make([]any, 0, len(info.Pools))
-	for _, pl := range info.Pools {
-		pools = append(pools, map[string]any{
-			"template": pl.Key.Template, "net": pl.Key.Net, "size": pl.Key.Size,
-			"warm": int64(pl.Warm), "target": int64(pl.Target),
-		})
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
+	obj := map[string]any{
 		"apiVersion": NodeInventoryGVR.GroupVersion().String(),
 		"kind":       "NodeInventory",
 		"metadata":   map[string]any{"name": p.Node},
-		"spec": map[string]any{
-			"node": p.Node, "address": p.Address, "entries": entries, "pools": pools,
-		},
-	}}
+		"node":       p.Node,
+		"address":    p.Address,
+		"entries":    entries,
+	}
+	if info != nil {
+		pools := make([]any, 0, len(info.Pools))
+		for _, pl := range info.Pools {
+			pools = append(pools, map[string]any{
+				"template": pl.Key.Template, "net": pl.Key.Net, "size": pl.Key.Size,
+				"warm": int64(pl.Warm), "target": int64(pl.Target),
+			})
+		}
+		obj["pools"] = pools
+	}
+	return &unstructured.Unstructured{Object: obj}
 }

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -37,6 +38,24 @@ type Provider struct {
 	log    *slog.Logger
 	pods   *podCache
 	notify atomic.Pointer[func(*corev1.Pod)]
+	// fallbackIP is the Pod IP of a claim whose owner_addr host is not an
+	// IP (see podIP); unset until SetPodIPFallback.
+	fallbackIP atomic.Pointer[netip.Addr]
+}
+
+// SetPodIPFallback sets the Pod IP used when a claim's owner_addr is absent
+// or names a host rather than an IP. Safe to call while Pods are served.
+func (p *Provider) SetPodIPFallback(ip netip.Addr) {
+	if ip.IsValid() {
+		p.fallbackIP.Store(&ip)
+	}
+}
+
+func (p *Provider) podIPFallback() netip.Addr {
+	if ip := p.fallbackIP.Load(); ip != nil {
+		return *ip
+	}
+	return netip.Addr{}
 }
 
 // NewProvider builds a provider. events may be nil (no Kubernetes Events).
@@ -105,11 +124,15 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 	p.pods.mutate(key, string(pod.UID), func(old *corev1.Pod) *corev1.Pod {
 		np := pod.DeepCopy()
 		np.Status = old.Status
-		if id, ok := old.Annotations[AnnClaimID]; ok {
-			if np.Annotations == nil {
-				np.Annotations = map[string]string{}
+		// The annotations this provider writes back survive an update
+		// that does not carry them yet.
+		for _, a := range []string{AnnClaimID, AnnDeadline} {
+			if v, ok := old.Annotations[a]; ok {
+				if np.Annotations == nil {
+					np.Annotations = map[string]string{}
+				}
+				np.Annotations[a] = v
 			}
-			np.Annotations[AnnClaimID] = id
 		}
 		return np
 	})

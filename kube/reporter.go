@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -20,6 +21,7 @@ const (
 	EventReleaseFailed = "SandboxReleaseFailed"
 	EventInvalid       = "SandboxInvalid"
 	EventExpired       = ReasonLeaseExpired
+	EventRenewed       = "SandboxLeaseRenewed"
 )
 
 var _ pipeline.Reporter = (*Provider)(nil)
@@ -27,24 +29,44 @@ var _ pipeline.Reporter = (*Provider)(nil)
 // Running renders the claimed Pod and pushes it. The identity check in
 // podCache.mutate drops a push whose key now names another generation.
 func (p *Provider) Running(_ context.Context, ref pipeline.PodRef, c store.Claim, adopted bool) {
+	fallback := p.podIPFallback()
 	pod := p.pods.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
 		np := old.DeepCopy()
-		if np.Annotations == nil {
-			np.Annotations = map[string]string{}
-		}
-		np.Annotations[AnnClaimID] = c.ID
-		np.Status = runningStatus(old, c)
+		claimAnnotations(np, c)
+		np.Status = runningStatus(old, c, fallback)
 		return np
 	})
 	if pod == nil {
 		return
 	}
 	if adopted {
-		p.events.Eventf(pod, corev1.EventTypeNormal, EventAdopted, "adopted VM %s at %s", c.ID, hostOf(c.Address))
+		p.events.Eventf(pod, corev1.EventTypeNormal, EventAdopted, "adopted VM %s at %s", c.ID, where(c, fallback))
 	} else {
-		p.events.Eventf(pod, corev1.EventTypeNormal, EventClaimed, "claimed VM %s at %s", c.ID, hostOf(c.Address))
+		p.events.Eventf(pod, corev1.EventTypeNormal, EventClaimed, "claimed VM %s at %s", c.ID, where(c, fallback))
 	}
 	p.push(pod)
+}
+
+// Renewed shows the renewed lease on the Pod (AnnDeadline). Its status is
+// unchanged: startTime stays the claim time.
+func (p *Provider) Renewed(_ context.Context, ref pipeline.PodRef, c store.Claim) {
+	pod := p.pods.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
+		np := old.DeepCopy()
+		claimAnnotations(np, c)
+		return np
+	})
+	if pod == nil {
+		return
+	}
+	p.events.Eventf(pod, corev1.EventTypeNormal, EventRenewed, "lease of VM %s renewed until %s", c.ID, c.Deadline.UTC().Format(time.RFC3339))
+	p.push(pod)
+}
+
+// Warning records a Warning Event on the Pod; its status is unchanged.
+func (p *Provider) Warning(_ context.Context, ref pipeline.PodRef, reason, msg string) {
+	if pod := p.pods.get(ref.Key); pod != nil && string(pod.UID) == ref.UID {
+		p.events.Event(pod, corev1.EventTypeWarning, reason, msg)
+	}
 }
 
 // Pending keeps the Pod Pending with a reason, never terminal, and records

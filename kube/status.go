@@ -1,23 +1,52 @@
 package kube
 
 import (
-	"net"
+	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // ReasonLeaseExpired is the only terminal Pod state this provider writes.
 const ReasonLeaseExpired = "SandboxLeaseExpired"
 
-// hostOf is the host part of owner_addr ("10.0.0.5:7777" → "10.0.0.5").
-func hostOf(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
+// podIP is where the sandbox is reached: the host of the claim's
+// owner_addr when that host is an IP, otherwise the node's fallback
+// (--node-ip, or the advertise_addr sandboxd reports, when an IP). The
+// apiserver rejects a status whose podIP is not an IP, so a hostname, an
+// origin's name or an absent owner_addr is never written as one: with no
+// fallback either, the Pod has no podIP.
+func podIP(c store.Claim, fallback netip.Addr) (netip.Addr, bool) {
+	if ip, ok := pool.OwnerIP(c.Address); ok {
+		return ip, true
 	}
-	return addr
+	return fallback, fallback.IsValid()
+}
+
+// where names the VM's address in Events: its IP, else owner_addr as given.
+func where(c store.Claim, fallback netip.Addr) string {
+	if ip, ok := podIP(c, fallback); ok {
+		return ip.String()
+	}
+	if c.Address != "" {
+		return c.Address
+	}
+	return "an unadvertised address"
+}
+
+// claimAnnotations are the annotations written back with a claim.
+func claimAnnotations(pod *corev1.Pod, c store.Claim) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnClaimID] = c.ID
+	if !c.Deadline.IsZero() {
+		pod.Annotations[AnnDeadline] = c.Deadline.UTC().Format(time.RFC3339)
+	}
 }
 
 func conditions(ready corev1.ConditionStatus, t metav1.Time, reason string) []corev1.PodCondition {
@@ -34,18 +63,18 @@ func conditions(ready corev1.ConditionStatus, t metav1.Time, reason string) []co
 
 // runningStatus renders a claimed Pod. startTime is the claim time, so it
 // never moves between reads or restarts.
-func runningStatus(pod *corev1.Pod, c store.Claim) corev1.PodStatus {
-	host := hostOf(c.Address)
+func runningStatus(pod *corev1.Pod, c store.Claim, fallback netip.Addr) corev1.PodStatus {
 	start := metav1.NewTime(c.ClaimedAt)
 	st := corev1.PodStatus{
 		Phase:      corev1.PodRunning,
 		Conditions: conditions(corev1.ConditionTrue, start, ""),
-		HostIP:     host,
-		HostIPs:    []corev1.HostIP{{IP: host}},
-		PodIP:      host,
-		PodIPs:     []corev1.PodIP{{IP: host}},
 		StartTime:  &start,
 		QOSClass:   pod.Status.QOSClass,
+	}
+	if ip, ok := podIP(c, fallback); ok {
+		s := ip.String()
+		st.HostIP, st.HostIPs = s, []corev1.HostIP{{IP: s}}
+		st.PodIP, st.PodIPs = s, []corev1.PodIP{{IP: s}}
 	}
 	for _, ctr := range pod.Spec.Containers {
 		started := true

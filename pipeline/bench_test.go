@@ -205,6 +205,8 @@ func (r *benchReporter) Pending(_ context.Context, ref pipeline.PodRef, reason, 
 }
 
 func (r *benchReporter) Expired(context.Context, pipeline.PodRef, store.Claim) {}
+func (r *benchReporter) Renewed(context.Context, pipeline.PodRef, store.Claim) {}
+func (r *benchReporter) Warning(context.Context, pipeline.PodRef, string, string) {}
 
 // inprocSandboxd answers every claim at once, without HTTP.
 type inprocSandboxd struct{ n atomic.Uint64 }
@@ -219,9 +221,15 @@ func (s *inprocSandboxd) Claim(_ context.Context, r pool.ClaimRequest) (pool.Cla
 
 func (s *inprocSandboxd) Release(context.Context, string, string) error { return nil }
 
-func (s *inprocSandboxd) List(context.Context, string) ([]pool.Sandbox, error) {
+func (s *inprocSandboxd) List(context.Context, pool.ListOptions) ([]pool.Sandbox, error) {
 	return []pool.Sandbox{}, nil
 }
+
+func (s *inprocSandboxd) Renew(context.Context, string, string, int64) (pool.RenewResponse, error) {
+	return pool.RenewResponse{}, pool.ErrNotFound
+}
+
+func (s *inprocSandboxd) Tenant() bool { return false }
 
 func (s *inprocSandboxd) Get(_ context.Context, id string) (pool.Sandbox, error) {
 	return pool.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, pool.ErrNotFound)

@@ -52,8 +52,18 @@ func done(outcome string) txResult { return txResult{outcome: outcome} }
 // and a retry. The key lock makes it exclusive with every other generation
 // of the same pod key, and with deletes.
 func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
+	defer e.locks.lock(it.Ref.Key)()
+	res := e.reconcileLocked(ctx, it)
+	if res.outcome == OutcomeRunning || res.outcome == OutcomeAdopted {
+		// The lifetime this Pod asks for, which the lease watch renews up
+		// to when the node grants less (see WatchLeases).
+		e.table.setLifetime(it.Ref.Key, it.Spec.TTLSeconds)
+	}
+	return res
+}
+
+func (e *Engine) reconcileLocked(ctx context.Context, it Intent) txResult {
 	ref := it.Ref
-	defer e.locks.lock(ref.Key)()
 	c, st := e.table.lookup(ref.Key)
 	switch st {
 	case StateNone:
@@ -141,7 +151,7 @@ func (e *Engine) commit(ctx context.Context, ref PodRef, c store.Claim, adopted 
 	if res, ok := e.persist(ctx, ref, c); !ok {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
 		defer cancel()
-		if rerr := e.sbx.Release(rctx, c.ID, c.Token); rerr != nil {
+		if rerr := e.releaseVM(rctx, ref.Key, c.ID, c.Token); rerr != nil {
 			e.log.ErrorContext(ctx, "rollback release failed; the credential stays in memory for a later delete",
 				"pod", ref.Key, "claim", c.ID, "error", rerr)
 			return res
@@ -184,7 +194,10 @@ func (e *Engine) persist(ctx context.Context, ref PodRef, c store.Claim) (txResu
 func (e *Engine) claim(ctx context.Context, it Intent) (pool.ClaimResponse, error) {
 	req := pool.ClaimRequest{
 		Template: it.Spec.Template, Net: it.Spec.Net, Size: it.Spec.Size,
-		TTLSeconds: it.Spec.TTLSeconds, ClaimRef: it.Ref.Key,
+		TTLSeconds: it.Spec.TTLSeconds, ClaimRef: e.id.ClaimRef(it.Ref.Key), Metadata: e.id.Labels(it.Ref),
+		// The VM is wanted on this node: a meshed node then clones or
+		// cold-boots locally instead of naming a peer.
+		NoRedirect: true,
 	}
 	var resp pool.ClaimResponse
 	// A lost answer outlives its transaction: a requeued transaction (after
@@ -197,7 +210,7 @@ func (e *Engine) claim(ctx context.Context, it Intent) (pool.ClaimResponse, erro
 	op := func() error {
 		attempt++
 		if maybeClaimed {
-			r, found, err := e.recoverLost(ctx, it.Ref)
+			r, found, err := e.recoverLost(ctx, it)
 			if err != nil {
 				bo.observe(err)
 				return retryable(err)
@@ -206,10 +219,11 @@ func (e *Engine) claim(ctx context.Context, it Intent) (pool.ClaimResponse, erro
 				resp = r
 				return nil
 			}
-			maybeClaimed = false // the listing shows no VM under claim_ref
+			maybeClaimed = false // the listing shows no VM of ours under claim_ref
 		}
 		r, err := e.sbx.Claim(ctx, req)
 		if err == nil {
+			e.noteOwnerAddr(r.OwnerAddr)
 			resp = r
 			return nil
 		}
@@ -236,48 +250,90 @@ func retryable(err error) error {
 	return err
 }
 
-// recoverLost finds a sandbox that a lost claim response left behind.
-// claim_ref is the pod key, and this key holds no local row (reconcile only
-// claims afresh when it has none), so every listed sandbox under it is one
-// that no local claim holds.
-func (e *Engine) recoverLost(ctx context.Context, ref PodRef) (pool.ClaimResponse, bool, error) {
-	rows, err := e.sbx.List(ctx, ref.Key)
+// recoverLost finds a VM that a lost claim response left behind. Only VMs
+// this node made for the key count (Identity.Owns), and this key holds no
+// local row (reconcile only claims afresh when it has none), so every such
+// VM is one that no local claim holds and no user was ever given.
+//
+// One that fits the intent (the same template, net and size, made for the
+// same controller owner generation) is recovered; every other one (a
+// duplicate, or a VM made for an owner generation that is gone) is
+// released, so that the key ends with exactly one VM. Without the root
+// token no credential can be fetched: a fitting VM then makes the claim
+// errUnrecoverable (never claimed over), and the others are left to their
+// lease.
+func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse, bool, error) {
+	ref := it.Ref
+	rows, err := e.sbx.List(ctx, e.id.Selector(ref.Key))
 	if err != nil {
 		return pool.ClaimResponse{}, false, err
 	}
 	var got pool.ClaimResponse
-	var found bool
+	var found, unrecoverable bool
 	for _, row := range rows {
-		if row.ClaimRef != ref.Key {
+		if key, ok := e.id.Owns(row); !ok || key != ref.Key {
 			continue
 		}
-		full, err := e.sbx.Get(ctx, row.ID)
-		if err != nil {
-			return pool.ClaimResponse{}, false, err
+		fit := fits(row, it)
+		var full pool.Sandbox
+		if !e.sbx.Tenant() {
+			full, err = e.sbx.Get(ctx, row.ID)
+			if err != nil && !errors.Is(err, pool.ErrForbidden) {
+				return pool.ClaimResponse{}, false, err
+			}
 		}
 		if full.Token == "" {
-			return pool.ClaimResponse{}, false, fmt.Errorf("sandbox %s: %w", row.ID, errUnrecoverable)
+			if fit {
+				unrecoverable = true
+			}
+			e.log.WarnContext(ctx, "a VM this node made and never delivered cannot be released without the root token; it is left to its lease",
+				"pod", ref.Key, "claim", row.ID, "fits", fit)
+			continue
 		}
-		if full.OwnerAddr != "" && !found {
+		if fit && !found {
 			e.log.InfoContext(ctx, "recovered a claim whose response was lost", "pod", ref.Key, "claim", row.ID)
-			got = pool.ClaimResponse{ID: full.ID, Token: full.Token, Deadline: full.Deadline, OwnerAddr: full.OwnerAddr}
+			got = pool.ClaimResponse{ID: full.ID, Token: full.Token, Deadline: full.Deadline, OwnerAddr: e.lastOwnerAddr()}
 			found = true
 			continue
 		}
-		// Without its address the VM cannot be served, and a second one
-		// under the same claim_ref is a duplicate. Neither was delivered to
-		// anyone, and we now hold the credential: release it, so that the
-		// key ends with exactly one VM.
-		if err := e.sbx.Release(ctx, full.ID, full.Token); err != nil {
+		if err := e.releaseVM(ctx, ref.Key, full.ID, full.Token); err != nil {
 			return pool.ClaimResponse{}, false, err
 		}
 		reason := "lost-response-duplicate"
-		if full.OwnerAddr == "" {
-			reason = "lost-response-no-address"
+		if !fit {
+			reason = "lost-response-other-shape"
 		}
 		e.obs.Decision(ctx, "release", reason)
 	}
+	if !found && unrecoverable {
+		return pool.ClaimResponse{}, false, errUnrecoverable
+	}
 	return got, found, nil
+}
+
+// fits reports whether a VM made for the key can serve intent it: the same
+// pool (an axis the Pod left empty takes whatever the node defaulted it to)
+// and the same controller owner generation, recorded in its labels.
+func fits(row pool.Sandbox, it Intent) bool {
+	axis := func(want, got string) bool { return want == "" || want == got }
+	return row.Key.Template == it.Spec.Template && axis(it.Spec.Net, row.Key.Net) && axis(it.Spec.Size, row.Key.Size) &&
+		row.Metadata[LabelOwnerUID] == it.Ref.OwnerUID
+}
+
+// noteOwnerAddr remembers the node's owner_addr. It is node-wide, the same
+// for every claim, so a VM recovered from a lost response (whose index row
+// never carries it) gets the address the node gives every other claim.
+func (e *Engine) noteOwnerAddr(addr string) {
+	if addr != "" && e.lastOwnerAddr() != addr {
+		e.ownerAddr.Store(&addr)
+	}
+}
+
+func (e *Engine) lastOwnerAddr() string {
+	if p := e.ownerAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func (e *Engine) publishRunning(ctx context.Context, ref PodRef, c store.Claim, adopted bool) {

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -93,9 +95,10 @@ func (e *Engine) authorizeSpan(ctx context.Context, authorize func(context.Conte
 }
 
 // release frees the VM at sandboxd with the row's own token, then forgets
-// the row. The caller holds the key lock and has the authority.
+// the row. The caller holds the key lock and has the authority. The row is
+// forgotten only once sandboxd confirms the VM is gone (see releaseVM).
 func (e *Engine) release(ctx context.Context, key string, c store.Claim, st State, reason string) error {
-	if err := e.sbx.Release(ctx, c.ID, c.Token); err != nil {
+	if err := e.releaseVM(ctx, key, c.ID, c.Token); err != nil {
 		e.obs.Decision(ctx, "release_failed", reason)
 		return keyErr(key, "release of "+c.ID, err)
 	}
@@ -109,7 +112,7 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 		if err := e.store.Delete(context.WithoutCancel(ctx), key); err != nil {
 			return keyErr(key, "forget released claim "+c.ID, err)
 		}
-		e.table.lift(key)
+		e.forgetRow(key)
 	}
 	e.obs.Decision(ctx, "release", reason)
 	e.log.InfoContext(ctx, "released VM", "pod", key, "claim", c.ID, "reason", reason)
@@ -118,20 +121,21 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 
 // deleteUnheld handles a delete for a key with no row while sandboxd may
 // hold VMs under its claim_ref that no row holds (claims in flight when the
-// last process stopped). Those VMs were never reported Running, so no user
-// has one; still, they are released only on a release verdict from this
-// Pod's owner. On preserve they stay unsettled, and the key's next claim
-// recovers one of them instead of claiming again. Without the root token
-// their credentials cannot be fetched: they are logged and left to their
-// lease.
+// last process stopped). Only VMs that this node made for the key count
+// (Identity.Owns); another client's VM is never touched. Those VMs were
+// never reported Running, so no user has one; still, they are released
+// only on a release verdict from this Pod's owner. On preserve they stay
+// unsettled, and the key's next claim recovers one of them instead of
+// claiming again. Without the root token their credentials cannot be
+// fetched: they are logged and left to their lease.
 func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, authorize func(context.Context) Verdict) (DeleteResult, error) {
-	rows, err := e.sbx.List(ctx, ref.Key)
+	rows, err := e.sbx.List(ctx, e.id.Selector(ref.Key))
 	if err != nil {
 		return DeleteResult{}, keyErr(ref.Key, "look up unheld sandboxes by claim_ref", err)
 	}
 	var ids []string
 	for _, r := range rows {
-		if r.ClaimRef == ref.Key {
+		if key, ok := e.id.Owns(r); ok && key == ref.Key {
 			ids = append(ids, r.ID)
 		}
 	}
@@ -148,9 +152,11 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, authorize func(co
 		return res, nil
 	}
 	for _, id := range ids {
-		full, err := e.sbx.Get(ctx, id)
-		if err != nil {
-			return res, keyErr(ref.Key, "fetch credential of unheld sandbox "+id, err)
+		var full pool.Sandbox
+		if !e.sbx.Tenant() {
+			if full, err = e.sbx.Get(ctx, id); err != nil && !errors.Is(err, pool.ErrForbidden) {
+				return res, keyErr(ref.Key, "fetch credential of unheld sandbox "+id, err)
+			}
 		}
 		if full.Token == "" {
 			e.log.WarnContext(ctx, "unheld sandbox cannot be released without the root token; it is left to its lease",

@@ -30,6 +30,10 @@ type Config struct {
 	Workers    int // per shard, default 32
 	QueueDepth int // UIDs holding an intent per shard, default 1024
 
+	// Node is this virtual node's name. It goes into every claim's
+	// claim_ref and labels (see Identity). Default "vk-sandboxd".
+	Node string
+
 	Sandboxd Sandboxd
 	Store    Store
 	Reporter Reporter
@@ -65,6 +69,9 @@ func (c *Config) defaults() error {
 			*v = d
 		}
 	}
+	if c.Node == "" {
+		c.Node = "vk-sandboxd"
+	}
 	def(&c.Shards, 8)
 	def(&c.Workers, 32)
 	def(&c.QueueDepth, 1024)
@@ -92,11 +99,15 @@ type Engine struct {
 	store  Store
 	rep    Reporter
 
+	id     Identity
 	table  *table
 	locks  *keyLocks
 	shards []*shard
 	seed   maphash.Seed
 	sf     singleflight.Group
+
+	ownerAddr atomic.Pointer[string] // the node's owner_addr, from the last claim answer
+	leases    leaseRetries            // per-key backoff of the lease watch
 
 	stopping atomic.Bool
 	stopCh   chan struct{} // closed when Shutdown begins; aborts slot waits
@@ -112,7 +123,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg: cfg, log: cfg.Logger, obs: cfg.Observer,
+		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: Identity{Node: cfg.Node},
 		tracer: otel.Tracer(tracerName),
 		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter,
 		table: newTable(cfg.Store), locks: newKeyLocks(), seed: maphash.MakeSeed(),
@@ -156,6 +167,9 @@ func (e *Engine) Shutdown() {
 	}
 	e.workers.Wait()
 }
+
+// Identity is how this engine marks its claims at sandboxd.
+func (e *Engine) Identity() Identity { return e.id }
 
 // Verified is closed once no quarantined row remains.
 func (e *Engine) Verified() <-chan struct{} { return e.verified }
@@ -264,6 +278,13 @@ func (e *Engine) process(sh *shard, uid string) {
 		return
 	}
 	sh.finish(uid, q.version)
+}
+
+// forgetRow drops what memory holds for a key beside its row, once the row
+// is deleted: the table's overlays and the lease watch's backoff.
+func (e *Engine) forgetRow(key string) {
+	e.table.forget(key)
+	e.leases.ok(key)
 }
 
 // cancelIntent drops the queued intent of a UID being deleted.

@@ -252,6 +252,14 @@ func (r *reporter) Expired(_ context.Context, ref pipeline.PodRef, c store.Claim
 	r.record(event{kind: "expired", ref: ref, claim: c})
 }
 
+func (r *reporter) Renewed(_ context.Context, ref pipeline.PodRef, c store.Claim) {
+	r.record(event{kind: "renewed", ref: ref, claim: c})
+}
+
+func (r *reporter) Warning(_ context.Context, ref pipeline.PodRef, reason, msg string) {
+	r.record(event{kind: "warning", ref: ref, reason: reason, msg: msg})
+}
+
 func (r *reporter) ClaimLatency(_ context.Context, outcome string, _ time.Duration) {
 	r.record(event{kind: "outcome", reason: outcome})
 }

@@ -2,25 +2,42 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
-// WatchLeases pushes the end of a lease. virtual-kubelet never polls an
-// async provider, so an expiry nobody pushes is never seen. Every interval,
-// rows whose recorded deadline has passed trigger one sandboxd listing:
+// ReasonRenewFailed is the Warning raised when a lease renewal fails.
+const ReasonRenewFailed = "SandboxLeaseRenewFailed"
+
+// WatchLeases keeps leases and pushes their end. virtual-kubelet never
+// polls an async provider, so an expiry nobody pushes is never seen.
+//
+// The node's grant (the deadline in the claim answer) is authoritative, and
+// a node caps a lease at 24 h. When the Pod asked for longer
+// (ttl-seconds), the claim is renewed ahead of each deadline until the
+// grant reaches the asked-for lifetime, counted from the claim time; each
+// new deadline is made durable before it is shown on the Pod. A failed
+// renew raises a Warning and is retried with backoff.
+//
+// Once a recorded deadline has passed, one sandboxd listing decides:
 //   - sandbox gone: the row is forgotten and the Pod goes Failed with
 //     SandboxLeaseExpired (the only terminal state);
-//   - still listed: the row takes the listing's deadline;
-//   - listing failed: nothing is decided.
+//   - still listed with a later deadline: the row takes it;
+//   - still listed with the same deadline, or the listing failed: nothing
+//     is decided, and the key is looked at again after a backoff, so a
+//     node that is slow to reap is not listed every interval.
 //
-// Past-deadline rows are found by a scan of the table each interval (not
-// per claim); the listing only happens when at least one has passed.
+// Due rows are found by a scan of the table each interval (not per claim);
+// sandboxd is only called for rows that are due.
 func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Second
 	}
+	e.leases.interval = interval
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -34,28 +51,98 @@ func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
 }
 
 func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
-	var due []string
+	var expired, renew []string
 	e.store.Range(func(key string, c store.Claim) bool {
-		if !c.Deadline.IsZero() && now.After(c.Deadline) {
-			due = append(due, key)
+		switch {
+		case c.Deadline.IsZero() || !e.leases.ready(key, now):
+		case now.After(c.Deadline):
+			expired = append(expired, key)
+		case e.renewDue(key, c, now):
+			renew = append(renew, key)
 		}
 		return true
 	})
-	if len(due) == 0 {
+	for _, key := range renew {
+		e.renewOne(ctx, key, now)
+	}
+	if len(expired) == 0 {
 		return
 	}
-	rows, err := e.sbx.List(ctx, "")
+	rows, err := e.sbx.List(ctx, pool.ListOptions{})
 	if err != nil {
-		e.log.Warn("lease watch: sandboxd listing failed; deciding nothing", "due", len(due), "error", err)
+		e.log.Warn("lease watch: sandboxd listing failed; deciding nothing", "due", len(expired), "error", err)
+		for _, key := range expired {
+			e.leases.failed(key, now)
+		}
 		return
 	}
 	listed := make(map[string]time.Time, len(rows))
 	for _, r := range rows {
 		listed[r.ID] = r.Deadline
 	}
-	for _, key := range due {
+	for _, key := range expired {
 		e.expireOne(ctx, key, now, listed)
 	}
+}
+
+// lifetimeEnd is when the lifetime that key's Pod asked for ends, or false
+// when the Pod asked for the node's default (ttl-seconds 0) or is not known
+// yet.
+func (e *Engine) lifetimeEnd(key string, c store.Claim) (time.Time, bool) {
+	ttl, ok := e.table.lifetimeOf(key)
+	if !ok || ttl <= 0 {
+		return time.Time{}, false
+	}
+	return c.ClaimedAt.Add(time.Duration(ttl) * time.Second), true
+}
+
+// renewDue: the grant ends before the asked-for lifetime, and the deadline
+// is within the renewal lead.
+func (e *Engine) renewDue(key string, c store.Claim, now time.Time) bool {
+	end, ok := e.lifetimeEnd(key, c)
+	// A grant within a second of the end is the end: deadlines are truncated.
+	if !ok || !c.Deadline.Before(end.Add(-time.Second)) {
+		return false
+	}
+	return !now.Before(c.Deadline.Add(-e.leases.lead(c)))
+}
+
+func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
+	defer e.locks.lock(key)()
+	c, st := e.table.lookup(key)
+	end, ok := e.lifetimeEnd(key, c)
+	// Identity re-check: the key may hold a newer claim since the scan.
+	if st != StateDurable || !ok || !now.Before(c.Deadline) {
+		return
+	}
+	ref := PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID, Owner: c.Owner}
+	ttl := int64(end.Sub(now).Round(time.Second) / time.Second)
+	resp, err := e.sbx.Renew(ctx, c.ID, c.Token, ttl)
+	if err == nil && !resp.Deadline.After(c.Deadline) {
+		err = fmt.Errorf("the node granted %s, no later than the current deadline", resp.Deadline.UTC().Format(time.RFC3339))
+	}
+	if err == nil {
+		next := c
+		next.Deadline = resp.Deadline
+		if err = e.store.Put(context.WithoutCancel(ctx), key, next); err == nil {
+			e.leases.ok(key)
+			e.obs.Decision(ctx, "renew", "ok")
+			e.log.Info("lease renewed", "pod", key, "claim", c.ID, "deadline", next.Deadline, "lifetime_end", end)
+			e.rep.Renewed(ctx, ref, next)
+			return
+		}
+	}
+	e.leases.failed(key, now)
+	e.obs.Decision(ctx, "renew", "failed")
+	err = keyErr(key, "lease renewal of "+c.ID, err)
+	if errors.Is(err, pool.ErrNotFound) {
+		// Gone, or the stored token is refused: the expiry check at the
+		// deadline asks the listing which one.
+		e.log.Warn("lease watch: sandboxd does not know the claim's token or id; its deadline decides", "pod", key, "claim", c.ID, "error", err)
+	} else {
+		e.log.Warn("lease watch: renewal failed; retried with backoff", "pod", key, "claim", c.ID, "error", err)
+	}
+	e.rep.Warning(ctx, ref, ReasonRenewFailed, err.Error())
 }
 
 func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, listed map[string]time.Time) {
@@ -66,20 +153,27 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 		return
 	}
 	if deadline, ok := listed[c.ID]; ok {
-		if deadline.After(c.Deadline) {
-			c.Deadline = deadline
-			if err := e.store.Put(context.WithoutCancel(ctx), key, c); err != nil {
-				e.log.Error("lease watch: could not record the refreshed deadline", "pod", key, "claim", c.ID, "error", err)
-			}
+		if !deadline.After(c.Deadline) {
+			e.leases.failed(key, now) // the node has not reaped it yet
+			return
 		}
+		c.Deadline = deadline
+		if err := e.store.Put(context.WithoutCancel(ctx), key, c); err != nil {
+			e.log.Error("lease watch: could not record the refreshed deadline", "pod", key, "claim", c.ID, "error", err)
+			e.leases.failed(key, now)
+			return
+		}
+		e.leases.ok(key)
 		return
 	}
 	// sandboxd confirms the VM is gone: nothing is released, the row is
 	// only forgotten.
 	if err := e.store.Delete(context.WithoutCancel(ctx), key); err != nil {
 		e.log.Error("lease watch: could not forget an expired claim", "pod", key, "claim", c.ID, "error", err)
+		e.leases.failed(key, now)
 		return
 	}
+	e.forgetRow(key)
 	e.obs.Decision(ctx, "lease_expired", "not-listed")
 	e.log.Info("lease ended", "pod", key, "claim", c.ID, "deadline", c.Deadline)
 	e.rep.Expired(ctx, PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID}, c)

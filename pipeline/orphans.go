@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -15,8 +16,10 @@ type OrphanObserver interface {
 
 // ScanOrphans audits the claim table against the sandboxd listing every
 // interval. It only reports, and it never releases anything:
-//   - unknown: listed sandboxes that no claim knows about (for example a
-//     lost claim response whose token could not be recovered);
+//   - unknown: listed sandboxes that this node made (Identity.Owns) and
+//     that no claim holds (for example a lost claim response whose token
+//     could not be recovered). Other clients' sandboxes on the same
+//     sandboxd are not this node's to report;
 //   - missing: claims whose sandbox is not listed.
 //
 // A failed listing is not an empty list: that cycle is skipped. Each
@@ -36,16 +39,20 @@ func (e *Engine) ScanOrphans(ctx context.Context, interval time.Duration, obs Or
 }
 
 func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[string]bool) map[string]bool {
-	rows, err := e.sbx.List(ctx, "")
+	rows, err := e.sbx.List(ctx, pool.ListOptions{})
 	if err != nil {
 		obs.OrphanScan(false)
 		e.log.Warn("orphan scan: sandboxd listing failed; cycle skipped", "error", err)
 		return seen
 	}
 	obs.OrphanScan(true)
-	listed := make(map[string]string, len(rows))
+	listed := make(map[string]string, len(rows)) // id → claim_ref
+	ours := map[string]bool{}
 	for _, r := range rows {
 		listed[r.ID] = r.ClaimRef
+		if _, ok := e.id.Owns(r); ok {
+			ours[r.ID] = true
+		}
 	}
 	held := map[string]struct{}{}
 	now := map[string]bool{}
@@ -64,7 +71,7 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 	})
 	unknown := 0
 	for id, ref := range listed {
-		if _, ok := held[id]; ok {
+		if _, ok := held[id]; ok || !ours[id] {
 			continue
 		}
 		unknown++

@@ -49,9 +49,9 @@ func (c *countingSandboxd) Claim(ctx context.Context, r pool.ClaimRequest) (pool
 	return c.Sandboxd.Claim(ctx, r)
 }
 
-func (c *countingSandboxd) List(ctx context.Context, ref string) ([]pool.Sandbox, error) {
+func (c *countingSandboxd) List(ctx context.Context, o pool.ListOptions) ([]pool.Sandbox, error) {
 	c.lists.Add(1)
-	return c.Sandboxd.List(ctx, ref)
+	return c.Sandboxd.List(ctx, o)
 }
 
 func (c *countingSandboxd) Get(ctx context.Context, id string) (pool.Sandbox, error) {

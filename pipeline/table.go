@@ -17,6 +17,9 @@ import (
 //   - unsettled: keys whose last claim attempt may have made a VM whose
 //     answer was lost (no row). The next transaction for the key looks the
 //     claim up by claim_ref before claiming, so no second VM leaks.
+//   - lifetime: the ttl-seconds the key's current Pod asked for, set when
+//     its transaction publishes Running. Memory only: after a restart it is
+//     set again when virtual-kubelet hands the Pod back.
 //
 // Every mutation of one key happens under that key's stripe lock (keyLocks);
 // mu only guards the two overlay maps themselves.
@@ -27,10 +30,12 @@ type table struct {
 	tentative   map[string]store.Claim
 	quarantined map[string]struct{}
 	unsettled   map[string]struct{}
+	lifetime    map[string]int64
 }
 
 func newTable(st Store) *table {
-	return &table{st: st, tentative: map[string]store.Claim{}, quarantined: map[string]struct{}{}, unsettled: map[string]struct{}{}}
+	return &table{st: st, tentative: map[string]store.Claim{}, quarantined: map[string]struct{}{},
+		unsettled: map[string]struct{}{}, lifetime: map[string]int64{}}
 }
 
 // lookup returns the row for key and its state. O(1).
@@ -97,6 +102,30 @@ func (t *table) lift(key string) {
 	t.mu.Lock()
 	delete(t.quarantined, key)
 	t.mu.Unlock()
+}
+
+// forget drops every overlay of a key whose row was deleted (see
+// Engine.forgetRow).
+func (t *table) forget(key string) {
+	t.mu.Lock()
+	delete(t.quarantined, key)
+	delete(t.lifetime, key)
+	t.mu.Unlock()
+}
+
+func (t *table) setLifetime(key string, ttlSeconds int64) {
+	t.mu.Lock()
+	t.lifetime[key] = ttlSeconds
+	t.mu.Unlock()
+}
+
+// lifetimeOf is the ttl-seconds the key's Pod asked for; false when no Pod
+// has been published Running for it since this process started.
+func (t *table) lifetimeOf(key string) (int64, bool) {
+	t.mu.RLock()
+	n, ok := t.lifetime[key]
+	t.mu.RUnlock()
+	return n, ok
 }
 
 func (t *table) quarantinedKeys() []string {

@@ -10,7 +10,7 @@ import (
 
 // PodRef names one generation of a sandbox Pod.
 type PodRef struct {
-	Key      string // namespace/name; also the sandboxd claim_ref
+	Key      string // namespace/name; the claim_ref is built from it (Identity.ClaimRef)
 	UID      string
 	OwnerUID string // controller ownerReference UID; empty for a bare Pod
 	Owner    string // controller owner as apiVersion/kind/name; recorded with the claim
@@ -20,9 +20,12 @@ func (r PodRef) String() string { return r.Key }
 
 // ClaimSpec is what a claim asks sandboxd for (parsed annotations).
 type ClaimSpec struct {
-	Template   string
-	Net        string
-	Size       string
+	Template string
+	Net      string
+	Size     string
+	// TTLSeconds is the lifetime the Pod asks for; 0 means the sandboxd
+	// default. The node may grant less per claim (it caps a lease at 24 h):
+	// the lease watch then renews until this lifetime is reached.
 	TTLSeconds int64
 }
 
@@ -71,14 +74,24 @@ type Reporter interface {
 	Pending(ctx context.Context, ref PodRef, reason, message string)
 	// Expired: the lease ended and sandboxd confirmed the sandbox is gone.
 	Expired(ctx context.Context, ref PodRef, c store.Claim)
+	// Renewed: the lease of ref's claim was renewed; c carries the granted
+	// deadline, already durable.
+	Renewed(ctx context.Context, ref PodRef, c store.Claim)
+	// Warning: something needs an operator's eye but changes no state (a
+	// renew or a release that keeps failing). reason is CamelCase.
+	Warning(ctx context.Context, ref PodRef, reason, message string)
 }
 
 // Sandboxd is the subset of *pool.Client the pipeline uses.
 type Sandboxd interface {
 	Claim(ctx context.Context, r pool.ClaimRequest) (pool.ClaimResponse, error)
 	Release(ctx context.Context, id, token string) error
-	List(ctx context.Context, claimRef string) ([]pool.Sandbox, error)
+	Renew(ctx context.Context, id, token string, ttlSeconds int64) (pool.RenewResponse, error)
+	List(ctx context.Context, o pool.ListOptions) ([]pool.Sandbox, error)
 	Get(ctx context.Context, id string) (pool.Sandbox, error)
+	// Tenant reports that the token proved to be a tenant token: root-only
+	// calls (Get) are then not made at all, rather than met with 403.
+	Tenant() bool
 }
 
 // Store is the subset of *store.Store the pipeline uses.

@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
 // verifyStartup runs the startup listing until one succeeds. That one
 // listing does two things:
-//   - it marks unsettled every claim_ref under which sandboxd holds a VM
-//     that no row holds: a claim the previous process made and never made
+//   - it marks unsettled every key for which sandboxd holds a VM that this
+//     node made (Identity.Owns) and that no row holds: a claim the previous process made and never made
 //     durable (killed between the claim and the fsync, or a rollback
 //     release that failed). Such a VM was never reported Running, so it
 //     serves no one; the next transaction for its key recovers it instead
@@ -35,7 +37,9 @@ func (e *Engine) verifyStartup(ctx context.Context) {
 }
 
 func (e *Engine) verifyOnce(ctx context.Context) error {
-	rows, err := e.sbx.List(ctx, "")
+	// The whole listing: quarantined rows are vouched for by sandbox id,
+	// whoever made them (rows migrated from the reference carry no labels).
+	rows, err := e.sbx.List(ctx, pool.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -44,11 +48,17 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 	unheld := 0
 	for _, r := range rows {
 		listed[r.ID] = struct{}{}
-		if !first || r.ClaimRef == "" {
+		if !first {
 			continue
 		}
-		if c, st := e.table.lookup(r.ClaimRef); st == StateNone || c.ID != r.ID {
-			e.table.setUnsettled(r.ClaimRef, true)
+		// Only a VM this node made marks its key: another client's VM under
+		// a look-alike claim_ref is none of this node's business.
+		key, ours := e.id.Owns(r)
+		if !ours {
+			continue
+		}
+		if c, st := e.table.lookup(key); st == StateNone || c.ID != r.ID {
+			e.table.setUnsettled(key, true)
 			unheld++
 		}
 	}
@@ -72,7 +82,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 			} else if err := e.store.Delete(ctx, key); err != nil {
 				failed = err // stays quarantined; the next try drops it
 			} else {
-				e.table.lift(key)
+				e.forgetRow(key)
 				dropped++
 				e.obs.Decision(ctx, "quarantine_dropped", "not-listed")
 				e.log.Info("dropped a loaded claim that sandboxd no longer holds", "pod", key, "claim", c.ID)

@@ -90,6 +90,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	prov := kube.NewProvider(&kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}, recorder, log)
 	prov.Pods = client.CoreV1()
 	eng, err := pipeline.New(pipeline.Config{
+		Node:   cfg.NodeName,
 		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
 		Sandboxd: sbx, Store: st, Reporter: prov, Observer: tel.Metrics, Logger: log,
 		RequeueMax: cfg.RequeueMax,
@@ -125,6 +126,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
+	go probeSandboxd(engCtx, sbx, prov, cfg.NodeIP, log)
 	go eng.Run(engCtx)
 	go eng.WatchLeases(engCtx, cfg.LeaseCheckInterval)
 	if cfg.OrphanScanInterval > 0 {

@@ -1,0 +1,69 @@
+package kube
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+type fakeClaims struct {
+	id   pipeline.Identity
+	rows map[string]store.Claim
+}
+
+func (f fakeClaims) Identity() pipeline.Identity { return f.id }
+func (f fakeClaims) Claim(key string) (pipeline.ClaimView, bool) {
+	c, ok := f.rows[key]
+	return pipeline.ClaimView{Claim: c, State: pipeline.StateDurable}, ok
+}
+
+// The object is spec-less (its consumer reads the top level) and lists this
+// node's VMs only: the ones it made, and the ones its table holds by id
+// under an older plain claim_ref. Another client's VM is not listed.
+func TestInventoryIsSpecLessAndListsOnlyThisNodesVMs(t *testing.T) {
+	id := pipeline.Identity{Node: "n1"}
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	dl := at.Add(time.Hour)
+	ref := pipeline.PodRef{Key: "ns/a", UID: "u-a"}
+	rows := []pool.Sandbox{
+		{ID: "sb_a", Key: pool.Key{Template: "py"}, ClaimRef: id.ClaimRef("ns/a"), Metadata: id.Labels(ref), Deadline: dl, ClaimedAt: &at},
+		{ID: "sb_old", Key: pool.Key{Template: "py"}, ClaimRef: "ns/old", Deadline: dl, Hibernated: true},
+		{ID: "sb_op", Key: pool.Key{Template: "py"}, ClaimRef: "ns/a", Deadline: dl},
+	}
+	claims := fakeClaims{id: id, rows: map[string]store.Claim{
+		"ns/a":   {ID: "sb_a", Address: "10.0.0.5:7777"},
+		"ns/old": {ID: "sb_old", Address: "10.0.0.5:7777"},
+	}}
+	p := &InventoryPublisher{Claims: claims, Node: "n1", Address: "127.0.0.1:7777"}
+	obj := p.build(rows, &pool.Info{Pools: []pool.PoolInfo{{Key: pool.Key{Template: "py", Net: "none", Size: "small"}, Warm: 3, Target: 4}}}).Object
+	if _, ok := obj["spec"]; ok {
+		t.Fatal("the object nests fields under spec; its consumer reads the top level")
+	}
+	if obj["node"] != "n1" || obj["address"] != "127.0.0.1:7777" {
+		t.Fatalf("node/address = %v/%v", obj["node"], obj["address"])
+	}
+	entries := obj["entries"].([]any)
+	if len(entries) != 2 {
+		t.Fatalf("entries = %v, want ours (sb_a) and the held older row (sb_old), not the operator's sb_op", entries)
+	}
+	a := entries[0].(map[string]any)
+	want := map[string]any{"name": "ns/a", "id": "sb_a", "phase": "Running", "template": "py", "claimRef": id.ClaimRef("ns/a"),
+		"addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z", "claimedAt": "2026-12-03T10:00:00Z"}
+	for k, v := range want {
+		if a[k] != v {
+			t.Errorf("entry[%s] = %v, want %v", k, a[k], v)
+		}
+	}
+	if old := entries[1].(map[string]any); old["name"] != "ns/old" || old["phase"] != "Hibernated" {
+		t.Errorf("older row's entry = %v", old)
+	}
+	if pools := obj["pools"].([]any); len(pools) != 1 || pools[0].(map[string]any)["warm"] != int64(3) {
+		t.Errorf("pools = %v", obj["pools"])
+	}
+	if _, ok := p.build(rows, nil).Object["pools"]; ok {
+		t.Error("without the pool view (tenant token) the object still carries pools")
+	}
+}
