@@ -1,5 +1,6 @@
-// Command sandboxd-sim serves the sandboxd wire protocol (DESIGN §7) from
-// an in-memory node, for the demo, tests and benchmarks.
+// Command sandboxd-sim serves the sandboxd wire protocol from an in-memory
+// node, for the demo, tests and benchmarks. Every default is the real
+// sandboxd's behaviour; see --help for the flags that opt out.
 //
 // Once it listens it prints exactly one line to stdout,
 //
@@ -20,7 +21,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -38,65 +38,25 @@ func main() {
 }
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("sandboxd-sim", flag.ContinueOnError)
-	var (
-		listen        = fs.String("listen", "127.0.0.1:7777", "address to listen on (port 0 picks one; see the stdout line)")
-		tokenFile     = fs.String("token-file", "", "file holding the root api_token (required)")
-		nodeTokenFile = fs.String("node-token-file", "", "file holding an optional node token (claim, list, get without token, info)")
-		pools         = fs.String("pools", "default=64", "warm pools: template[/net/size]=warm,...")
-		maxClaims     = fs.Int("max-claims", 0, "cap on live sandboxes; 0 = unlimited")
-		claimLatency  = fs.Duration("claim-latency", 0, "latency of every claim before admission")
-		claimJitter   = fs.Duration("claim-jitter", 0, "uniform random extra claim latency in [0, jitter)")
-		coldLatency   = fs.Duration("cold-latency", 20*time.Millisecond, "extra latency of a claim that finds its warm pool empty (negative = none)")
-		failRate      = fs.Float64("fail-rate", 0, "share of claims answered 500 provisioning failed, in [0,1]")
-		capacity      = fs.String("capacity", sim.Capacity429, "capacity-miss answer: 429 or redirect")
-		refillDelay   = fs.Duration("refill-delay", 0, "time for a claimed warm VM to be replaced")
-		statePath     = fs.String("state", "", "optional JSON state file, so sandboxes survive a restart")
-		addrPrefix    = fs.String("addr-prefix", "10.77.", "owner_addr range handed out (never dialed)")
-		logLevel      = fs.String("log-level", "info", "debug, info, warn or error (request lines are info)")
-		showVersion   = fs.Bool("version", false, "print the version and exit")
-	)
-	if err := fs.Parse(args); err != nil {
+	o, err := parseFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
-	if *showVersion {
+	if o.showVersion {
 		fmt.Println("sandboxd-sim", version)
 		return nil
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
-	if *tokenFile == "" {
-		return errors.New("--token-file is required")
-	}
-	root, err := readToken(*tokenFile)
-	if err != nil {
-		return fmt.Errorf("--token-file: %w", err)
-	}
-	var node string
-	if *nodeTokenFile != "" {
-		if node, err = readToken(*nodeTokenFile); err != nil {
-			return fmt.Errorf("--node-token-file: %w", err)
-		}
-	}
-	poolMap, err := sim.ParsePools(*pools)
-	if err != nil {
-		return fmt.Errorf("--pools: %w", err)
-	}
-	srv, err := sim.New(sim.Config{
-		RootToken: root, NodeToken: node, Pools: poolMap, MaxClaims: *maxClaims,
-		ClaimLatency: *claimLatency, ClaimJitter: *claimJitter, ColdLatency: *coldLatency,
-		FailRate: *failRate, Capacity: *capacity, RefillDelay: *refillDelay,
-		StatePath: *statePath, AddrPrefix: *addrPrefix, Logger: log,
-	})
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	o.cfg.Logger = log
+	srv, err := sim.New(o.cfg)
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		_ = srv.Close()
 		return err
@@ -108,7 +68,8 @@ func run(args []string) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	fmt.Printf("listening on http://%s\n", ln.Addr())
-	log.Info("listening", "addr", ln.Addr().String(), "version", version, "pools", *pools)
+	log.Info("listening", "addr", ln.Addr().String(), "version", version, "pools", o.pools,
+		"owner_addr", srv.OwnerAddr(), "tenants", len(o.cfg.TenantTokens))
 
 	select {
 	case err = <-served: // Serve only returns early on a listener failure
@@ -122,18 +83,4 @@ func run(args []string) error {
 		err = nil
 	}
 	return errors.Join(err, srv.Close())
-}
-
-// readToken reads a token file, trimming the trailing newline that editors
-// and `echo` add. The token itself is never printed.
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return tok, nil
 }

@@ -16,3 +16,12 @@ func TestAddrRangeSkipsAddressesInUseAndReportsExhaustion(t *testing.T) {
 		t.Error("a full range must be an error, not a loop or a duplicate")
 	}
 }
+
+func TestAddrRangeFirstFillsInnerOctetsWithZero(t *testing.T) {
+	for prefix, want := range map[string]string{"10.": "10.0.0.1:7777", "10.77": "10.77.0.1:7777", "192.168.7.": "192.168.7.1:7777"} {
+		ar, err := newAddrRange(prefix)
+		if err != nil || ar.first() != want {
+			t.Errorf("first(%q) = %q, %v; want %q", prefix, ar.first(), err, want)
+		}
+	}
+}

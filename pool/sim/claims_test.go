@@ -2,7 +2,6 @@ package sim_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -21,7 +20,7 @@ func TestMaxClaimsCountsClaimsStillBooting(t *testing.T) {
 	statuses := make(chan int, 20)
 	for range 20 {
 		wg.Go(func() {
-			status, _ := n.do("POST", "/v1/claim", nodeToken, pool.ClaimRequest{Template: "default"})
+			status, _ := n.do("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
 			statuses <- status
 		})
 	}
@@ -42,11 +41,12 @@ func TestMaxClaimsCountsClaimsStillBooting(t *testing.T) {
 func TestCapacityKnobsApplyAtRuntime(t *testing.T) {
 	n := newNode(t, sim.Config{MaxClaims: 1})
 	a := n.claim("ns/a", 60)
-	if status, _ := n.do("POST", "/v1/claim", nodeToken, pool.ClaimRequest{Template: "default"}); status != 429 {
-		t.Fatalf("at max: %d, want 429", status)
+	resp, _ := n.send("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "" {
+		t.Fatalf("at max: %d Retry-After=%q, want 429 without Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	n.sim.SetCapacity(sim.CapacityRedirect)
-	status, body := n.do("POST", "/v1/claim", nodeToken, pool.ClaimRequest{Template: "default"})
+	status, body := n.do("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
 	if status != 200 || !strings.Contains(string(body), `"redirect":["10.0.0.9:7777"]`) || strings.Contains(string(body), `"id":"sb_`) {
 		t.Fatalf("redirect mode: %d %s", status, body)
 	}
@@ -60,7 +60,7 @@ func TestCapacityKnobsApplyAtRuntime(t *testing.T) {
 func TestFailRateAppliesAtRuntimeAndConsumesNothing(t *testing.T) {
 	n := newNode(t, sim.Config{})
 	n.sim.SetFailRate(1)
-	status, body := n.do("POST", "/v1/claim", nodeToken, pool.ClaimRequest{Template: "default"})
+	status, body := n.do("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
 	if status != 500 || !strings.Contains(string(body), "provisioning failed") {
 		t.Fatalf("fail rate 1: %d %s", status, body)
 	}
@@ -71,52 +71,101 @@ func TestFailRateAppliesAtRuntimeAndConsumesNothing(t *testing.T) {
 	n.claim("ns/a", 60)
 }
 
-func TestClaimAbandonedBeforeAdmissionMakesNoSandbox(t *testing.T) {
-	s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{defaultKey: 1}, ClaimLatency: 300 * time.Millisecond})
+// A claim outlives its caller: the client gives up during a cold boot, the
+// VM is made anyway, and it is in the index only once it is made.
+func TestClaimFinishesAfterTheClientHasGone(t *testing.T) {
+	const boot = 400 * time.Millisecond
+	n := newNode(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: boot})
+	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: tenantToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	ts := httptest.NewServer(s.Handler())
-	c, err := pool.NewClient(pool.ClientOptions{BaseURL: ts.URL, Token: rootToken})
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer c.CloseIdleConnections()
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := c.Claim(ctx, pool.ClaimRequest{Template: "default"}); err == nil {
-		t.Fatal("claim beat its deadline")
+	if _, err := c.Claim(ctx, pool.ClaimRequest{Template: "default", ClaimRef: "ns/gone"}); err == nil {
+		t.Fatal("the claim beat the client's deadline")
 	}
-	c.CloseIdleConnections()
-	ts.Close() // waits for the handler to return
-	if got := s.Sandboxes(); len(got) != 0 || s.Counters()["claim_ok"] != 0 {
-		t.Errorf("abandoned claim made %v", got)
+	// Still booting (when this runs soon enough to tell): not listed.
+	if time.Since(start) < boot {
+		if got := n.sim.Sandboxes(); len(got) != 0 {
+			t.Fatalf("the row appeared before the boot ended: %v", got)
+		}
+	}
+	var seen time.Time
+	waitFor(t, 5*time.Second, "the abandoned claim's VM", func() bool {
+		rows := n.list(rootToken, "?claim_ref=ns%2Fgone")
+		if len(rows) == 1 && seen.IsZero() {
+			seen = time.Now()
+		}
+		return len(rows) == 1
+	})
+	if d := seen.Sub(start); d < boot {
+		t.Errorf("the row appeared %v after the claim, before the %v boot", d, boot)
+	}
+	if got := n.sim.Counters()["claim_ok"]; got != 1 {
+		t.Errorf("claim_ok %d, want 1", got)
 	}
 }
 
-func TestOwnerAddrsAreUniqueWithinThePrefix(t *testing.T) {
-	n := newNode(t, sim.Config{AddrPrefix: "192.168.7"})
-	seen := map[string]bool{}
-	for range 20 {
-		c := n.claim("", 60)
-		if !strings.HasPrefix(c.OwnerAddr, "192.168.7.") || !strings.HasSuffix(c.OwnerAddr, ":7777") || seen[c.OwnerAddr] {
-			t.Fatalf("owner_addr %q (seen before: %v)", c.OwnerAddr, seen[c.OwnerAddr])
+// The pre-admission latency is not a way out either: a received claim is
+// finished, unless the test opts into AbandonBeforeAdmission.
+func TestClaimLatencyIsNotAbandonedByDefault(t *testing.T) {
+	for _, abandon := range []bool{false, true} {
+		s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{defaultKey: 1},
+			ClaimLatency: 300 * time.Millisecond, AbandonBeforeAdmission: abandon})
+		if err != nil {
+			t.Fatal(err)
 		}
-		seen[c.OwnerAddr] = true
+		ts := httptest.NewServer(s.Handler())
+		c, err := pool.NewClient(pool.ClientOptions{BaseURL: ts.URL, Token: rootToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		if _, err := c.Claim(ctx, pool.ClaimRequest{Template: "default"}); err == nil {
+			t.Fatal("claim beat its deadline")
+		}
+		cancel()
+		c.CloseIdleConnections()
+		ts.Close() // waits for the handler to return
+		want := 1
+		if abandon {
+			want = 0
+		}
+		if got := s.Sandboxes(); len(got) != want || s.Counters()["claim_ok"] != int64(want) {
+			t.Errorf("AbandonBeforeAdmission=%v: %v, want %d sandboxes", abandon, got, want)
+		}
+		_ = s.Close()
+	}
+}
+
+// ProvisionLatency applies to warm claims too, and is spent before the row
+// exists (the row's claimed_at is after it).
+func TestProvisionLatencyIsSpentBeforeTheRowExists(t *testing.T) {
+	n := newNode(t, sim.Config{ProvisionLatency: 150 * time.Millisecond})
+	start := time.Now()
+	c := n.claim("ns/a", 60)
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("a warm claim answered after %v, want at least the provision latency", d)
+	}
+	rows := n.list(rootToken, "")
+	if len(rows) != 1 || rows[0].ID != c.ID || rows[0].ClaimedAt.Before(start.Add(150*time.Millisecond).Truncate(time.Millisecond)) {
+		t.Errorf("rows %v: want claimed_at after the provision latency", rows)
 	}
 }
 
 func TestInfoReportsWarmRefillingAndCounters(t *testing.T) {
 	n := newNode(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 2}, RefillDelay: time.Hour})
 	n.claim("ns/a", 60)
-	status, body := n.do("GET", "/v1/info", nodeToken, nil)
-	var info pool.Info
-	if status != 200 || json.Unmarshal(body, &info) != nil {
-		t.Fatalf("info: %d %s", status, body)
-	}
-	want := pool.PoolInfo{Key: defaultKey, Warm: 1, Refilling: 1, Target: 2}
+	info := n.info()
+	want := pool.PoolInfo{Key: fullKey, Warm: 1, Refilling: 1, Target: 2}
 	if len(info.Pools) != 1 || info.Pools[0] != want || info.Claimed != 1 || info.Counters["claim"] != 1 {
 		t.Errorf("info %+v, want pool %+v, claimed 1, claim counter 1", info, want)
+	}
+	if info.AtCapacity || info.Draining || len(info.Peers) != 0 {
+		t.Errorf("info %+v: a single uncapped node is neither at capacity, draining nor meshed", info)
 	}
 }
 

@@ -4,52 +4,116 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
+	"maps"
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
-// Config configures a Server. RootToken is required; everything else has a
-// usable zero value.
+// Config configures a Server. RootToken is required; every other zero value
+// is the real sandboxd's behaviour (or, for latencies, a fast emulator one).
 type Config struct {
 	// RootToken is the api_token: allowed everywhere, and the only token for
 	// which GET /v1/sandboxes/{id} includes the sandbox's own token.
 	RootToken string
-	// NodeToken is an optional second token: claim, list, get (without
-	// token) and info. It cannot release; the sandbox token does that.
+	// TenantTokens maps a tenant token to its tenant name. A tenant may
+	// claim, list its own rows, and release or renew its sandboxes with
+	// their sandbox tokens; the operator surfaces answer it 403. Several
+	// tokens may name one tenant. AddTenant and RemoveTenant change the set
+	// at runtime.
+	TenantTokens map[string]string
+	// NodeToken is kept for callers written before tenants: it is one more
+	// tenant token, of the tenant NodeTenant, with a tenant's rights (it no
+	// longer reads one row or the node info).
 	NodeToken string
-	// Pools is the warm target per pool. A claim for a key not listed here
-	// is a 400 (bad template axis). A target of 0 is a known pool that is
-	// always cold.
+	// TenantMaxClaims caps each tenant's live sandboxes; 0 is unlimited. At
+	// the cap a tenant's claim is 429, never a redirect.
+	TenantMaxClaims int
+	// TenantDBDown makes every request that needs the tenant database
+	// answer 503 with Retry-After: a claim, list or operator read with a
+	// token that is not root, and a renew of a tenant's sandbox. The root
+	// token and sandbox-token releases do not need it.
+	TenantDBDown bool
+	// TenantDBRetryAfter is the Retry-After of those 503s. Default 1s.
+	TenantDBRetryAfter time.Duration
+
+	// Pools is the warm target per pool. Net and size left empty are the
+	// server defaults, "none" and "small". A claim for a key not listed here
+	// is a 400 (bad axis), unless it is a peer's template (PeerTemplates). A
+	// target of 0 is a known pool that is always cold.
 	Pools map[pool.Key]int
 	// MaxClaims caps live sandboxes; 0 is unlimited. At the cap a claim is a
 	// capacity miss (see Capacity).
 	MaxClaims int
+	// Draining answers every claim 429 and reports draining in /v1/info.
+	Draining bool
+
+	// Mesh makes the node one of a mesh whose peers are Redirect. A claim
+	// that misses the warm pool, or names a PeerTemplates template, is
+	// answered 200 {"redirect": Redirect}; with no_redirect the node clones
+	// or cold-boots locally instead. Default false: a single node.
+	Mesh bool
+	// PeerTemplates are templates a peer owns: unknown locally, redirected
+	// on a meshed node, cold-booted locally under no_redirect.
+	PeerTemplates []string
+	// Capacity is what a node at MaxClaims answers: "429", or "redirect"
+	// (200 {"redirect":[...]}; 429 when the claim set no_redirect). The
+	// default is "redirect" on a meshed node (a peer has capacity) and
+	// "429" otherwise.
+	Capacity string
+	// Redirect is the peer list of a redirect answer and, on a meshed node,
+	// Info.Peers. Default 10.0.0.9:7777.
+	Redirect []string
+
+	// OwnerAddrMode picks the node's owner_addr (the same on every claim,
+	// and /v1/info's advertise_addr): "ip" (default: AddrPrefix's first
+	// address, "10.77.0.1:7777"), "origin" ("https://sandboxd-sim.example:8443"),
+	// "hostname" ("sandboxd-sim.example:7777"), "none" (omitted), or
+	// "per-claim" (a distinct AddrPrefix address per claim, and no
+	// advertise_addr: not real sandboxd, for tests written against it).
+	OwnerAddrMode string
+	// OwnerAddr, if set, is the owner_addr verbatim in the ip, origin and
+	// hostname modes. It is an error with none and per-claim.
+	OwnerAddr string
+	// AddrPrefix is the private range of the ip and per-claim addresses,
+	// default "10.77.". The addresses are only handed out, never dialed.
+	AddrPrefix string
+
+	// DefaultTTL is the lease of a claim or renew with ttl_seconds 0.
+	// Default 5 minutes.
+	DefaultTTL time.Duration
+	// MaxTTL caps every lease: a longer ask is granted MaxTTL, not refused.
+	// Default 24 hours.
+	MaxTTL time.Duration
+
 	// ClaimLatency plus a uniform [0, ClaimJitter) is spent before admission.
 	ClaimLatency, ClaimJitter time.Duration
-	// ColdLatency is added when the warm pool is empty. 0 means the default
-	// (20ms); negative means none.
-	ColdLatency time.Duration
+	// ProvisionLatency is spent after admission by every claim; ColdLatency
+	// is added when the warm pool is empty (0 means the default, 20ms;
+	// negative means none). Neither is cut short by the caller going away:
+	// the row appears in the index when they are over.
+	ProvisionLatency, ColdLatency time.Duration
+	// AbandonBeforeAdmission drops a claim whose caller goes away during
+	// ClaimLatency, so that nothing is made. Real sandboxd finishes every
+	// claim it received; this is an opt-in for tests that want otherwise.
+	AbandonBeforeAdmission bool
 	// FailRate is the share of claims answered 500 "provisioning failed".
 	FailRate float64
-	// Capacity is what a capacity miss looks like: "429" (default) or
-	// "redirect" (200 {"redirect":[...]}, unless the claim set no_redirect).
-	Capacity string
-	// Redirect is the peer list of a redirect answer. Default 10.0.0.9:7777.
-	Redirect []string
 	// RefillDelay is how long a claimed warm VM takes to be replaced.
 	RefillDelay time.Duration
+
+	// MetricsNoAuth serves GET /metrics to anyone. By default it is an
+	// operator surface: root only.
+	MetricsNoAuth bool
 	// StatePath, if set, persists live sandboxes (tokens included, mode 0600)
 	// across restarts.
 	StatePath string
-	// AddrPrefix is the owner_addr range, default "10.77." giving
-	// "10.77.x.y:7777". The addresses are only handed out, never dialed.
-	AddrPrefix string
 	// Logger gets one line per request; nil discards.
 	Logger *slog.Logger
 }
+
+// NodeTenant is the tenant name of Config.NodeToken.
+const NodeTenant = "node"
 
 // Capacity modes.
 const (
@@ -57,11 +121,24 @@ const (
 	CapacityRedirect = "redirect"
 )
 
+// Owner address modes (Config.OwnerAddrMode).
 const (
-	defaultTTL         = time.Hour
-	maxTTLSeconds      = 10 * 365 * 24 * 3600
+	OwnerAddrIP       = "ip"
+	OwnerAddrOrigin   = "origin"
+	OwnerAddrHostname = "hostname"
+	OwnerAddrNone     = "none"
+	OwnerAddrPerClaim = "per-claim"
+)
+
+// Server defaults of real sandboxd, and the emulator's own.
+const (
+	DefaultTTL = 5 * time.Minute
+	MaxTTL     = 24 * time.Hour
+
 	defaultColdLatency = 20 * time.Millisecond
-	ownerPort          = "7777"
+	defaultRetryAfter  = time.Second
+	defaultNet         = "none"
+	defaultSize        = "small"
 )
 
 var defaultRedirect = []string{"10.0.0.9:7777"}
@@ -72,18 +149,34 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Capacity == "" {
 		c.Capacity = Capacity429
+		if c.Mesh {
+			c.Capacity = CapacityRedirect
+		}
 	}
 	if err := validCapacity(c.Capacity); err != nil {
 		return c, err
 	}
-	if c.FailRate < 0 || c.FailRate > 1 {
+	switch {
+	case c.FailRate < 0 || c.FailRate > 1:
 		return c, fmt.Errorf("sim: FailRate %v outside [0,1]", c.FailRate)
-	}
-	if c.MaxClaims < 0 {
+	case c.MaxClaims < 0:
 		return c, fmt.Errorf("sim: MaxClaims %d is negative", c.MaxClaims)
+	case c.TenantMaxClaims < 0:
+		return c, fmt.Errorf("sim: TenantMaxClaims %d is negative", c.TenantMaxClaims)
+	case c.DefaultTTL < 0 || c.MaxTTL < 0:
+		return c, fmt.Errorf("sim: DefaultTTL %v and MaxTTL %v must not be negative", c.DefaultTTL, c.MaxTTL)
+	}
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = DefaultTTL
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = MaxTTL
 	}
 	if c.ColdLatency == 0 {
 		c.ColdLatency = defaultColdLatency
+	}
+	if c.TenantDBRetryAfter <= 0 {
+		c.TenantDBRetryAfter = defaultRetryAfter
 	}
 	if len(c.Redirect) == 0 {
 		c.Redirect = defaultRedirect
@@ -91,10 +184,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.AddrPrefix == "" {
 		c.AddrPrefix = "10.77."
 	}
-	for k, n := range c.Pools {
-		if k.Template == "" || n < 0 {
-			return c, fmt.Errorf("sim: pool %+v=%d: want a template and a target >= 0", k, n)
-		}
+	if c.OwnerAddrMode == "" {
+		c.OwnerAddrMode = OwnerAddrIP
+	}
+	var err error
+	if c.Pools, err = normalizePools(c.Pools); err != nil {
+		return c, err
+	}
+	if c.TenantTokens, err = tenantTokens(c); err != nil {
+		return c, err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -109,60 +207,60 @@ func validCapacity(mode string) error {
 	return nil
 }
 
-// ParsePools reads "template[/net/size]=warm,..." (the --pools flag), e.g.
-// "default=64,py/bridge/small=8". Net and size may be left out or empty.
-func ParsePools(s string) (map[pool.Key]int, error) {
-	out := map[pool.Key]int{}
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
+// normalizePools fills the default axes into every key, so that a claim
+// that leaves them out and one that names them meet the same pool.
+func normalizePools(in map[pool.Key]int) (map[pool.Key]int, error) {
+	out := make(map[pool.Key]int, len(in))
+	for k, n := range in {
+		if k.Template == "" || n < 0 {
+			return nil, fmt.Errorf("sim: pool %+v=%d: want a template and a target >= 0", k, n)
 		}
-		axes, warm, ok := strings.Cut(item, "=")
-		if !ok {
-			return nil, fmt.Errorf("pool %q: want template[/net/size]=warm", item)
+		nk := normalizeKey(k)
+		if _, dup := out[nk]; dup {
+			return nil, fmt.Errorf("sim: pool %s/%s/%s listed twice", nk.Template, nk.Net, nk.Size)
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(warm))
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("pool %q: warm target must be an integer >= 0", item)
-		}
-		parts := strings.Split(strings.TrimSpace(axes), "/")
-		if len(parts) > 3 || parts[0] == "" {
-			return nil, fmt.Errorf("pool %q: want template[/net/size]", item)
-		}
-		parts = append(parts, "", "")
-		k := pool.Key{Template: parts[0], Net: parts[1], Size: parts[2]}
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("pool %q: listed twice", item)
-		}
-		out[k] = n
+		out[nk] = n
 	}
 	return out, nil
 }
 
-// Fault makes the next Count requests of Verb misbehave.
-type Fault struct {
-	// Verb is "claim", "release", "list", "get", "info", or "" for any.
-	Verb string
-	// Mode is one of:
-	//   "500", "503" (with Retry-After), "429", "409": that status;
-	//   "garbage": 200 with a body that is not JSON;
-	//   "missing-id": 200 {} (a claim with neither id nor redirect);
-	//   "reset": headers and part of a body, then the connection closes;
-	//   "slow": sleep Delay, then answer normally;
-	//   "lose-response": perform the request, then close the connection
-	//   mid-response, so a claimed VM exists that the caller never learns of.
-	Mode string
-	// Count is how many requests it applies to; 0 is until ClearFaults.
-	Count int
-	// RetryAfter is sent as Retry-After (whole seconds, rounded up) with
-	// 503 and 429.
-	RetryAfter time.Duration
-	// Delay is the sleep of "slow".
-	Delay time.Duration
+func normalizeKey(k pool.Key) pool.Key {
+	if k.Net == "" {
+		k.Net = defaultNet
+	}
+	if k.Size == "" {
+		k.Size = defaultSize
+	}
+	return k
 }
 
-var faultModes = map[string]bool{
-	"500": true, "503": true, "429": true, "409": true, "garbage": true,
-	"missing-id": true, "reset": true, "slow": true, "lose-response": true,
+// tenantTokens is a private copy of TenantTokens with NodeToken folded in,
+// so that AddTenant never writes to the caller's map.
+func tenantTokens(c Config) (map[string]string, error) {
+	out := maps.Clone(c.TenantTokens)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if c.NodeToken != "" {
+		if name, ok := out[c.NodeToken]; ok && name != NodeTenant {
+			return nil, fmt.Errorf("sim: NodeToken is also the token of tenant %q", name)
+		}
+		out[c.NodeToken] = NodeTenant
+	}
+	for tok, name := range out {
+		if err := validTenant(tok, name, c.RootToken); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func validTenant(token, name, root string) error {
+	switch {
+	case token == "" || name == "":
+		return fmt.Errorf("sim: tenant %q: want a name and a non-empty token", name)
+	case token == root:
+		return fmt.Errorf("sim: tenant %q: its token is the root token", name)
+	}
+	return nil
 }

@@ -3,11 +3,42 @@ package sim
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// Fault makes the next Count requests of Verb misbehave.
+type Fault struct {
+	// Verb is "claim", "release", "renew", "list", "get", "stats", "info",
+	// or "" for any.
+	Verb string
+	// Mode is one of:
+	//   "500", "503" (with Retry-After), "429", "409": that status; a 429
+	//   carries no Retry-After, as real sandboxd never sends one with it;
+	//   "429-retry-after": a 429 with Retry-After, which real sandboxd never
+	//   answers, to check that a client does not depend on it;
+	//   "garbage": 200 with a body that is not JSON;
+	//   "missing-id": 200 {} (a claim with neither id nor redirect);
+	//   "reset": headers and part of a body, then the connection closes;
+	//   "slow": sleep Delay, then answer normally;
+	//   "lose-response": perform the request, then close the connection
+	//   mid-response, so a claimed VM exists that the caller never learns of.
+	Mode string
+	// Count is how many requests it applies to; 0 is until ClearFaults.
+	Count int
+	// RetryAfter is the Retry-After (whole seconds, rounded up) of "503"
+	// and "429-retry-after". 0 is one second, since a real 503 always has
+	// one; negative sends none.
+	RetryAfter time.Duration
+	// Delay is the sleep of "slow".
+	Delay time.Duration
+}
+
+var faultModes = map[string]bool{
+	"500": true, "503": true, "429": true, "429-retry-after": true, "409": true, "garbage": true,
+	"missing-id": true, "reset": true, "slow": true, "lose-response": true,
+}
 
 // faultSet holds the injected faults, first injected first applied.
 type faultSet struct {
@@ -75,10 +106,12 @@ func (s *Server) applyFault(f Fault, w http.ResponseWriter, r *http.Request, h h
 	case "500":
 		writeError(w, http.StatusInternalServerError, "injected fault")
 	case "503":
-		setRetryAfter(w, f.RetryAfter)
+		faultRetryAfter(w, f.RetryAfter)
 		writeError(w, http.StatusServiceUnavailable, "unavailable")
 	case "429":
-		setRetryAfter(w, f.RetryAfter)
+		writeError(w, http.StatusTooManyRequests, "node at max_claims")
+	case "429-retry-after":
+		faultRetryAfter(w, f.RetryAfter)
 		writeError(w, http.StatusTooManyRequests, "node at max_claims")
 	case "409":
 		writeError(w, http.StatusConflict, "conflict")
@@ -102,10 +135,12 @@ func (s *Server) applyFault(f Fault, w http.ResponseWriter, r *http.Request, h h
 	}
 }
 
-func setRetryAfter(w http.ResponseWriter, d time.Duration) {
-	if d > 0 {
-		secs := int64((d + time.Second - 1) / time.Second)
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+func faultRetryAfter(w http.ResponseWriter, d time.Duration) {
+	switch {
+	case d == 0:
+		setRetryAfter(w, defaultRetryAfter)
+	case d > 0:
+		setRetryAfter(w, d)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,11 +21,19 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (
-	rootToken = "root-tok-5d1e-secret"
-	nodeToken = "node-tok-a77c-secret"
+	rootToken   = "root-tok-5d1e-secret"
+	tenantToken = "tenant-tok-a77c-secret"
+	otherToken  = "tenant-tok-93b0-secret"
+	tenantName  = "acme"
+	otherName   = "globex"
 )
 
-var defaultKey = pool.Key{Template: "default"}
+// defaultKey is the pool every test node has. The answers name it with the
+// server's default axes filled in (fullKey).
+var (
+	defaultKey = pool.Key{Template: "default"}
+	fullKey    = pool.Key{Template: "default", Net: "none", Size: "small"}
+)
 
 // node is an emulator behind a real HTTP server, spoken to with raw HTTP
 // so that the wire format itself is what is checked.
@@ -39,8 +48,8 @@ func newNode(t *testing.T, cfg sim.Config) *node {
 	if cfg.RootToken == "" {
 		cfg.RootToken = rootToken
 	}
-	if cfg.NodeToken == "" {
-		cfg.NodeToken = nodeToken
+	if cfg.TenantTokens == nil {
+		cfg.TenantTokens = map[string]string{tenantToken: tenantName, otherToken: otherName}
 	}
 	if cfg.Pools == nil {
 		cfg.Pools = map[pool.Key]int{defaultKey: 4}
@@ -69,6 +78,18 @@ func (n *node) do(method, path, token string, body any) (int, []byte) {
 }
 
 func do(t *testing.T, hc *http.Client, base, method, path, token string, body any) (int, []byte) {
+	t.Helper()
+	resp, data := send(t, hc, base, method, path, token, body)
+	return resp.StatusCode, data
+}
+
+// send is do with the whole response, for the tests that read headers.
+func (n *node) send(method, path, token string, body any) (*http.Response, []byte) {
+	n.t.Helper()
+	return send(n.t, n.ts.Client(), n.ts.URL, method, path, token, body)
+}
+
+func send(t *testing.T, hc *http.Client, base, method, path, token string, body any) (*http.Response, []byte) {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -100,21 +121,73 @@ func do(t *testing.T, hc *http.Client, base, method, path, token string, body an
 	if err != nil {
 		t.Fatalf("%s %s: read: %v", method, path, err)
 	}
-	return resp.StatusCode, data
+	return resp, data
 }
 
-// claim makes a claim that must succeed.
+// claim makes a tenant claim of the default pool that must succeed.
 func (n *node) claim(ref string, ttl int64) pool.ClaimResponse {
 	n.t.Helper()
-	status, body := n.do("POST", "/v1/claim", nodeToken, pool.ClaimRequest{Template: "default", TTLSeconds: ttl, ClaimRef: ref})
+	return n.claimWith(tenantToken, pool.ClaimRequest{Template: "default", TTLSeconds: ttl, ClaimRef: ref})
+}
+
+// claimWith makes a claim that must succeed with an id.
+func (n *node) claimWith(token string, req pool.ClaimRequest) pool.ClaimResponse {
+	n.t.Helper()
+	status, body := n.do("POST", "/v1/claim", token, req)
 	if status != 200 {
-		n.t.Fatalf("claim %s: %d %s", ref, status, body)
+		n.t.Fatalf("claim %s: %d %s", req.ClaimRef, status, body)
 	}
 	var r pool.ClaimResponse
 	if err := json.Unmarshal(body, &r); err != nil || r.ID == "" {
-		n.t.Fatalf("claim %s: %q: %v", ref, body, err)
+		n.t.Fatalf("claim %s: %q: %v", req.ClaimRef, body, err)
 	}
 	return r
+}
+
+// list is GET /v1/sandboxes (with query) that must answer 200.
+func (n *node) list(token, query string) []pool.Sandbox {
+	n.t.Helper()
+	status, body := n.do("GET", "/v1/sandboxes"+query, token, nil)
+	var l pool.SandboxList
+	if status != 200 || json.Unmarshal(body, &l) != nil || l.Sandboxes == nil {
+		n.t.Fatalf("list%s: %d %s", query, status, body)
+	}
+	return l.Sandboxes
+}
+
+// info is a root GET /v1/info that must answer 200.
+func (n *node) info() pool.Info {
+	n.t.Helper()
+	status, body := n.do("GET", "/v1/info", rootToken, nil)
+	var info pool.Info
+	if status != 200 || json.Unmarshal(body, &info) != nil {
+		n.t.Fatalf("info: %d %s", status, body)
+	}
+	return info
+}
+
+func ids(rows []pool.Sandbox) []string {
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, r.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sorted(s ...string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// errorBody asserts body is {"error": "<non-empty>"}.
+func errorBody(t *testing.T, what string, body []byte) {
+	t.Helper()
+	var eb pool.ErrorBody
+	if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
+		t.Errorf("%s: error body %q is not {\"error\": ...}", what, body)
+	}
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {

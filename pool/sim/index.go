@@ -4,9 +4,8 @@ import (
 	"cmp"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +13,8 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
-// row is one live sandbox. sb.Token is the sandbox's release credential.
+// row is one sandbox. sb.Token is the sandbox's release credential;
+// ownerAddr is only set in per-claim mode (elsewhere the node has one).
 type row struct {
 	sb        pool.Sandbox
 	ownerAddr string
@@ -22,45 +22,51 @@ type row struct {
 
 type warmPool struct{ target, ready, refilling int }
 
-// index is the node's state: live sandboxes, warm pools and the address
-// range. They live under one mutex because a claim changes all three at
-// once (takes a warm VM, an address, adds a row); nothing else shares it.
+// index is the node's state: sandboxes, warm pools, slot accounting and the
+// per-claim addresses. They live under one mutex because a claim changes
+// them together (takes a warm VM and a slot, then adds a row).
 type index struct {
 	mu   sync.Mutex
 	rows map[string]*row
 	// pools gets no key after newIndex, so looking a key up needs no lock;
 	// the *warmPool counts it points to are under mu.
-	pools   map[pool.Key]*warmPool
-	addrs   addrRange
-	used    map[string]struct{} // owner addresses of live rows
-	pending int                 // admitted claims still booting; they count against MaxClaims
-	dirty   bool
-	// soonest is a lower bound on every row's deadline (zero: no bound
-	// yet), so the reaper does not scan every row on every tick while no
-	// lease can be due. put and setDeadline lower it; only reap raises it.
+	pools map[pool.Key]*warmPool
+	// Slots: an admitted claim holds one (pending) from admission until its
+	// row exists, and a row holds one until it is released, reaped or
+	// archived, so that claims still booting count against the caps.
+	pending  int
+	active   int            // rows not archived
+	byTenant map[string]int // pending + active per tenant ("" is root)
+
+	perClaim bool
+	addrs    addrRange
+	used     map[string]struct{} // per-claim owner addresses of live rows
+
+	dirty bool
+	// soonest is a lower bound on every reapable row's deadline (zero: no
+	// bound yet), so the reaper does not scan every row on every tick while
+	// no lease can be due. put and setDeadline lower it; only reap raises it.
 	soonest time.Time
 	timers  map[*time.Timer]struct{} // warm refills in flight
 	closed  bool
 	refill  time.Duration
 }
 
-func newIndex(pools map[pool.Key]int, prefix string, refill time.Duration) (*index, error) {
-	ar, err := newAddrRange(prefix)
-	if err != nil {
-		return nil, err
-	}
+func newIndex(pools map[pool.Key]int, ar addrRange, perClaim bool, refill time.Duration) *index {
 	ix := &index{
-		rows:   map[string]*row{},
-		pools:  map[pool.Key]*warmPool{},
-		addrs:  ar,
-		used:   map[string]struct{}{},
-		timers: map[*time.Timer]struct{}{},
-		refill: refill,
+		rows:     map[string]*row{},
+		pools:    map[pool.Key]*warmPool{},
+		byTenant: map[string]int{},
+		perClaim: perClaim,
+		addrs:    ar,
+		used:     map[string]struct{}{},
+		timers:   map[*time.Timer]struct{}{},
+		refill:   refill,
 	}
 	for k, n := range pools {
 		ix.pools[k] = &warmPool{target: n, ready: n}
 	}
-	return ix, nil
+	return ix
 }
 
 func (ix *index) known(k pool.Key) bool {
@@ -68,65 +74,35 @@ func (ix *index) known(k pool.Key) bool {
 	return ok
 }
 
-// full reports whether max live-or-booting sandboxes exist (max 0 = never).
-func (ix *index) full(max int) bool {
-	if max <= 0 {
-		return false
-	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	return len(ix.rows)+ix.pending >= max
+// claimed is what a finished claim puts in its row.
+type claimed struct {
+	key      pool.Key
+	tenant   string
+	claimRef string
+	metadata map[string]string
+	deadline time.Time
 }
 
-// admit reserves a slot under max and takes a warm VM if there is one.
-// Every admit is followed by exactly one insert.
-func (ix *index) admit(k pool.Key, max int) (admitted, warm bool) {
+// insert turns an admitted claim into a row: only now does it show in the
+// index.
+func (ix *index) insert(c claimed) (row, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if max > 0 && len(ix.rows)+ix.pending >= max {
-		return false, false
-	}
-	ix.pending++
-	p := ix.pools[k]
-	if p == nil || p.ready == 0 {
-		return true, false
-	}
-	if ix.refill <= 0 {
-		return true, true // refills instantly: ready never drops
-	}
-	p.ready--
-	p.refilling++
-	var t *time.Timer
-	// The callback takes ix.mu, which is held until t is recorded below.
-	t = time.AfterFunc(ix.refill, func() {
-		ix.mu.Lock()
-		defer ix.mu.Unlock()
-		delete(ix.timers, t)
-		if !ix.closed {
-			p.ready++
-			p.refilling--
+	ix.unreserve(c.tenant)
+	r := &row{}
+	if ix.perClaim {
+		addr, err := ix.addrs.next(func(a string) bool { _, ok := ix.used[a]; return ok })
+		if err != nil {
+			return row{}, err
 		}
-	})
-	ix.timers[t] = struct{}{}
-	return true, true
-}
-
-// insert turns an admitted claim into a live row.
-func (ix *index) insert(k pool.Key, deadline time.Time, claimRef string) (row, error) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	ix.pending--
-	addr, err := ix.addrs.next(func(a string) bool { _, ok := ix.used[a]; return ok })
-	if err != nil {
-		return row{}, err
+		r.ownerAddr = addr
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	r := &row{
-		sb: pool.Sandbox{
-			ID: "sb_" + randHex(8), Key: k, Deadline: deadline,
-			ClaimedAt: &now, ClaimRef: claimRef, Token: randHex(16),
-		},
-		ownerAddr: addr,
+	cpus, mem := sizeOf(c.key.Size)
+	r.sb = pool.Sandbox{
+		ID: "sb_" + randHex(8), Key: c.key, Tenant: c.tenant, Deadline: c.deadline,
+		ClaimedAt: &now, ClaimRef: c.claimRef, Metadata: maps.Clone(c.metadata),
+		CPUCount: cpus, MemTotalBytes: mem, Token: randHex(16),
 	}
 	for ix.rows[r.sb.ID] != nil { // 64 random bits; belt and braces
 		r.sb.ID = "sb_" + randHex(8)
@@ -135,12 +111,45 @@ func (ix *index) insert(k pool.Key, deadline time.Time, claimRef string) (row, e
 	return *r, nil
 }
 
-// put and drop keep rows and used in step. Callers hold ix.mu.
+// unreserve gives back a pending slot; untrack one of tenant's slots.
+// Callers hold ix.mu.
+func (ix *index) unreserve(tenant string) {
+	ix.pending--
+	ix.untrack(tenant)
+}
+
+func (ix *index) untrack(tenant string) {
+	if ix.byTenant[tenant]--; ix.byTenant[tenant] <= 0 {
+		delete(ix.byTenant, tenant)
+	}
+}
+
+// put and drop keep rows, slots and used in step. Callers hold ix.mu.
 func (ix *index) put(r *row) {
 	ix.rows[r.sb.ID] = r
-	ix.used[r.ownerAddr] = struct{}{}
+	if r.ownerAddr != "" {
+		ix.used[r.ownerAddr] = struct{}{}
+	}
+	if !r.sb.Archived {
+		ix.active++
+		ix.byTenant[r.sb.Tenant]++
+		ix.lowerSoonest(r.sb.Deadline)
+	}
 	ix.dirty = true
-	ix.lowerSoonest(r.sb.Deadline)
+}
+
+func (ix *index) drop(id string) {
+	r := ix.rows[id]
+	if r == nil {
+		return
+	}
+	if !r.sb.Archived {
+		ix.active--
+		ix.untrack(r.sb.Tenant)
+	}
+	delete(ix.used, r.ownerAddr)
+	delete(ix.rows, id)
+	ix.dirty = true
 }
 
 func (ix *index) lowerSoonest(t time.Time) {
@@ -149,46 +158,47 @@ func (ix *index) lowerSoonest(t time.Time) {
 	}
 }
 
-func (ix *index) drop(id string) {
-	if r := ix.rows[id]; r != nil {
-		delete(ix.used, r.ownerAddr)
-		delete(ix.rows, id)
-		ix.dirty = true
-	}
-}
-
-// releaseResult is what a release attempt found.
-type releaseResult int
-
-const (
-	released releaseResult = iota
-	notFound
-	forbidden
-)
-
-// release removes id if authorized(its token) says so.
-func (ix *index) release(id string, authorized func(sandboxToken string) bool) releaseResult {
+// release removes id if authorized(its token) says so; false means no such
+// sandbox for this caller, whether the id or the token was wrong.
+func (ix *index) release(id string, authorized func(sandboxToken string) bool) bool {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	r := ix.rows[id]
-	if r == nil {
-		return notFound
-	}
-	if !authorized(r.sb.Token) {
-		return forbidden
+	if r == nil || !authorized(r.sb.Token) {
+		return false
 	}
 	ix.drop(id)
-	return released
+	return true
 }
 
-// list returns rows without tokens, oldest claim first.
-func (ix *index) list(claimRef string) []pool.Sandbox {
+// renew sets id's deadline if authorized(its token) and then gate(its row)
+// allow it. gate's refusal is returned as is; a wrong id or token is
+// errNotFound.
+func (ix *index) renew(id string, authorized func(string) bool, gate func(pool.Sandbox) *httpError, deadline time.Time) *httpError {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	r := ix.rows[id]
+	if r == nil || !authorized(r.sb.Token) {
+		return errNotFound(id)
+	}
+	if err := gate(r.sb); err != nil {
+		return err
+	}
+	r.sb.Deadline = deadline
+	ix.lowerSoonest(deadline)
+	ix.dirty = true
+	return nil
+}
+
+// list returns the rows keep accepts, without tokens, oldest claim first.
+func (ix *index) list(keep func(*pool.Sandbox) bool) []pool.Sandbox {
 	ix.mu.Lock()
 	out := make([]pool.Sandbox, 0, len(ix.rows))
 	for _, r := range ix.rows {
-		if claimRef == "" || r.sb.ClaimRef == claimRef {
+		if keep == nil || keep(&r.sb) {
 			sb := r.sb
 			sb.Token = ""
+			sb.Metadata = maps.Clone(sb.Metadata)
 			out = append(out, sb)
 		}
 	}
@@ -206,20 +216,24 @@ func (ix *index) get(id string) (row, bool) {
 	if r == nil {
 		return row{}, false
 	}
-	return *r, true
+	out := *r
+	out.sb.Metadata = maps.Clone(r.sb.Metadata)
+	return out, true
 }
 
-// reap drops every row whose deadline is not after now.
+// reap drops every row, archived ones aside, whose deadline is not after
+// now.
 func (ix *index) reap(now time.Time) []string {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if len(ix.rows) == 0 || now.Before(ix.soonest) {
+	if ix.active == 0 || now.Before(ix.soonest) {
 		return nil
 	}
 	var gone []string
 	var soonest time.Time
 	for id, r := range ix.rows {
 		switch d := r.sb.Deadline; {
+		case r.sb.Archived:
 		case !d.After(now):
 			ix.drop(id)
 			gone = append(gone, id)
@@ -241,25 +255,48 @@ func (ix *index) setDeadline(id string, t time.Time) {
 	}
 }
 
+// archive marks id archived: it gives up its slot, is never reaped, and a
+// renew of it is a conflict.
+func (ix *index) archive(id string) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	r := ix.rows[id]
+	if r == nil || r.sb.Archived {
+		return r != nil
+	}
+	ix.drop(id)
+	r.sb.Archived = true
+	ix.put(r)
+	return true
+}
+
 func (ix *index) remove(id string) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.drop(id)
 }
 
-func (ix *index) info() ([]pool.PoolInfo, int) {
+// nodeStats is the index's part of /v1/info and /metrics.
+type nodeStats struct {
+	pools              []pool.PoolInfo
+	claimed, archived  int
+	pending            int
+	claimedPlusPending int
+}
+
+func (ix *index) stats() nodeStats {
 	ix.mu.Lock()
-	out := make([]pool.PoolInfo, 0, len(ix.pools))
+	st := nodeStats{pools: make([]pool.PoolInfo, 0, len(ix.pools)), claimed: ix.active,
+		archived: len(ix.rows) - ix.active, pending: ix.pending, claimedPlusPending: ix.active + ix.pending}
 	for k, p := range ix.pools {
-		out = append(out, pool.PoolInfo{Key: k, Warm: p.ready, Refilling: p.refilling, Target: p.target})
+		st.pools = append(st.pools, pool.PoolInfo{Key: k, Warm: p.ready, Refilling: p.refilling, Target: p.target})
 	}
-	n := len(ix.rows)
 	ix.mu.Unlock()
-	slices.SortFunc(out, func(a, b pool.PoolInfo) int {
+	slices.SortFunc(st.pools, func(a, b pool.PoolInfo) int {
 		return cmp.Or(strings.Compare(a.Key.Template, b.Key.Template),
 			strings.Compare(a.Key.Net, b.Key.Net), strings.Compare(a.Key.Size, b.Key.Size))
 	})
-	return out, n
+	return st
 }
 
 // close stops the refill timers; a stopped refill leaves its pool short,
@@ -272,50 +309,6 @@ func (ix *index) close() {
 		t.Stop()
 	}
 	clear(ix.timers)
-}
-
-// addrRange hands out owner_addr values: the prefix's octets, then the
-// remaining ones counted from 1 to 254 each, skipping addresses in use.
-type addrRange struct {
-	prefix string
-	free   int // octets to fill
-	seq    uint64
-}
-
-func newAddrRange(prefix string) (addrRange, error) {
-	if !strings.HasSuffix(prefix, ".") {
-		prefix += "."
-	}
-	free := 4 - strings.Count(prefix, ".")
-	if free < 1 || free > 3 {
-		return addrRange{}, fmt.Errorf("sim: address prefix %q: want 1 to 3 leading octets", prefix)
-	}
-	return addrRange{prefix: prefix, free: free}, nil
-}
-
-func (a *addrRange) size() uint64 {
-	n := uint64(1)
-	for range a.free {
-		n *= 254
-	}
-	return n
-}
-
-func (a *addrRange) next(inUse func(string) bool) (string, error) {
-	for range a.size() {
-		n := a.seq % a.size()
-		a.seq++
-		octets := make([]string, a.free)
-		for i := a.free - 1; i >= 0; i-- {
-			octets[i] = strconv.FormatUint(n%254+1, 10)
-			n /= 254
-		}
-		addr := a.prefix + strings.Join(octets, ".") + ":" + ownerPort
-		if !inUse(addr) {
-			return addr, nil
-		}
-	}
-	return "", fmt.Errorf("owner address range %s* exhausted", a.prefix)
 }
 
 func randHex(n int) string {

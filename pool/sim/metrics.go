@@ -19,14 +19,17 @@ const (
 	counterClaimOK         = "claim_ok"
 	counterClaimCapacity   = "claim_capacity"
 	counterClaimError      = "claim_error"
+	counterClaimRedirect   = "claim_redirect"
 	counterReleaseOK       = "release_ok"
 	counterReleaseNotFound = "release_notfound"
+	counterRenewOK         = "renew_ok"
 )
 
 var counterNames = []string{
-	pool.VerbClaim, counterClaimOK, counterClaimCapacity, counterClaimError,
+	pool.VerbClaim, counterClaimOK, counterClaimCapacity, counterClaimError, counterClaimRedirect,
 	pool.VerbRelease, counterReleaseOK, counterReleaseNotFound,
-	pool.VerbList, pool.VerbGet, pool.VerbInfo,
+	verbRenew, counterRenewOK,
+	pool.VerbList, pool.VerbGet, pool.VerbInfo, verbStats,
 }
 
 // counterSet is a fixed set of atomic counters: the map is built once and
@@ -48,8 +51,10 @@ func (cs *counterSet) inc(name string) {
 }
 
 // Counters returns a snapshot of every counter: "claim", "claim_ok",
-// "claim_capacity", "claim_error", "release", "release_ok",
-// "release_notfound", "list", "get", "info".
+// "claim_capacity" (every 429 and every redirect of a node at MaxClaims),
+// "claim_error", "claim_redirect" (every redirect answer), "release",
+// "release_ok", "release_notfound" (unknown id or wrong token), "renew",
+// "renew_ok", "list", "get", "info", "stats".
 func (s *Server) Counters() map[string]int64 {
 	out := make(map[string]int64, len(s.counters.m))
 	for n, c := range s.counters.m {
@@ -59,8 +64,15 @@ func (s *Server) Counters() map[string]int64 {
 }
 
 // handleMetrics writes Prometheus text format by hand: a dozen series do not
-// justify a registry, and the output stays byte-stable for tests.
-func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
+// justify a registry, and the output stays byte-stable for tests. It is an
+// operator surface, root only, unless MetricsNoAuth opens it to scrapers.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if !s.cfg.MetricsNoAuth {
+		if herr := s.authorizeRoot(r); herr != nil {
+			writeFailure(w, herr)
+			return
+		}
+	}
 	var b strings.Builder
 	b.WriteString("# HELP sandboxd_sim_requests_total Requests and outcomes by counter name.\n")
 	b.WriteString("# TYPE sandboxd_sim_requests_total counter\n")
@@ -68,9 +80,14 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	for _, n := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(&b, "sandboxd_sim_requests_total{counter=%q} %d\n", n, counts[n])
 	}
-	pools, claimed := s.ix.info()
+	st := s.ix.stats()
+	pools := st.pools
 	b.WriteString("# HELP sandboxd_sim_claimed Live claimed sandboxes.\n# TYPE sandboxd_sim_claimed gauge\n")
-	fmt.Fprintf(&b, "sandboxd_sim_claimed %d\n", claimed)
+	fmt.Fprintf(&b, "sandboxd_sim_claimed %d\n", st.claimed)
+	b.WriteString("# HELP sandboxd_sim_archived Archived sandboxes.\n# TYPE sandboxd_sim_archived gauge\n")
+	fmt.Fprintf(&b, "sandboxd_sim_archived %d\n", st.archived)
+	b.WriteString("# HELP sandboxd_sim_provisioning Admitted claims whose VM is not made yet.\n# TYPE sandboxd_sim_provisioning gauge\n")
+	fmt.Fprintf(&b, "sandboxd_sim_provisioning %d\n", st.pending)
 	b.WriteString("# HELP sandboxd_sim_pool_warm Warm VMs ready per pool.\n# TYPE sandboxd_sim_pool_warm gauge\n")
 	for _, p := range pools {
 		fmt.Fprintf(&b, "sandboxd_sim_pool_warm{%s} %d\n", keyLabels(p.Key), p.Warm)

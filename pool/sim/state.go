@@ -15,18 +15,26 @@ import (
 // sandboxd-sim still knows the sandboxes (and tokens) it handed out, as a
 // real node would. It is not the vk-sandbox claim store and makes none of
 // its guarantees: it is rewritten whole, at most every 250ms and on Close.
+// Tenants are not in it: they come from the Config on every start.
 type stateFile struct {
 	Version   int        `json:"version"`
 	AddrSeq   uint64     `json:"addr_seq"`
 	Sandboxes []stateRow `json:"sandboxes"`
 }
 
+// stateRow is one sandbox, its token, tenant, labels and archived flag
+// included. OwnerAddr is only set in per-claim mode.
 type stateRow struct {
-	Sandbox   pool.Sandbox `json:"sandbox"` // token included
-	OwnerAddr string       `json:"owner_addr"`
+	Sandbox   pool.Sandbox `json:"sandbox"`
+	OwnerAddr string       `json:"owner_addr,omitempty"`
 }
 
-const stateVersion = 1
+// Version 2 rows carry tenant, metadata and archived. A version 1 file has
+// the same shape without them, so it loads as root's unlabelled sandboxes.
+const (
+	stateVersion       = 2
+	stateVersionLegacy = 1
+)
 
 // loadState fills ix from path. A missing file is an empty node.
 func loadState(path string, ix *index) error {
@@ -41,7 +49,7 @@ func loadState(path string, ix *index) error {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("sim: state file %s is corrupt: %w", path, err)
 	}
-	if st.Version != stateVersion {
+	if st.Version != stateVersion && st.Version != stateVersionLegacy {
 		return fmt.Errorf("sim: state file %s: version %d, want %d", path, st.Version, stateVersion)
 	}
 	ix.mu.Lock()
@@ -54,6 +62,11 @@ func loadState(path string, ix *index) error {
 		if r.Sandbox.ClaimedAt == nil { // list sorts on it
 			t := r.Sandbox.Deadline
 			r.Sandbox.ClaimedAt = &t
+		}
+		// Rows written before the axes had defaults meet today's pools.
+		r.Sandbox.Key = normalizeKey(r.Sandbox.Key)
+		if !ix.perClaim {
+			r.OwnerAddr = "" // the node's own address answers for it now
 		}
 		ix.put(&row{sb: r.Sandbox, ownerAddr: r.OwnerAddr})
 	}

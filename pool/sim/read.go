@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
+)
+
+// handleList answers root every row and a tenant only the rows it claimed,
+// filtered by ?claim_ref= and every ?metadata=k=v. No row carries a token.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	who, herr := s.authenticate(r)
+	if herr != nil {
+		writeFailure(w, herr)
+		return
+	}
+	opts, herr := parseListOptions(r.URL.Query())
+	if herr != nil {
+		writeFailure(w, herr)
+		return
+	}
+	rows := s.ix.list(func(sb *pool.Sandbox) bool {
+		return (who.role == roleRoot || sb.Tenant == who.tenant) && opts.Matches(*sb)
+	})
+	writeJSON(w, http.StatusOK, pool.SandboxList{Sandboxes: rows})
+}
+
+// parseListOptions reads the filters. A metadata pair splits at its first
+// '=', which a key cannot contain; one without '=' is a 400.
+func parseListOptions(q url.Values) (pool.ListOptions, *httpError) {
+	opts := pool.ListOptions{ClaimRef: q.Get("claim_ref")}
+	for _, pair := range q["metadata"] {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k == "" {
+			return opts, &httpError{status: http.StatusBadRequest, msg: "metadata filter " + pair + ": want key=value"}
+		}
+		if opts.Metadata == nil {
+			opts.Metadata = map[string]string{}
+		}
+		opts.Metadata[k] = v
+	}
+	return opts, nil
+}
+
+// handleGet is root's view of one row, with the sandbox's token: the way a
+// claim whose response was lost is recovered. It never has owner_addr.
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	if herr := s.authorizeRoot(r); herr != nil {
+		writeFailure(w, herr)
+		return
+	}
+	id := r.PathValue("id")
+	row, ok := s.ix.get(id)
+	if !ok {
+		writeFailure(w, errNotFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, row.sb)
+}
+
+// sandboxStats is the emulator's answer to GET /v1/sandboxes/{id}/stats:
+// the row's machine shape and its age, enough for a caller to tell the
+// surface's authorization apart.
+type sandboxStats struct {
+	ID            string `json:"id"`
+	CPUCount      int    `json:"cpu_count"`
+	MemTotalBytes int64  `json:"mem_total_bytes"`
+	UptimeSeconds int64  `json:"uptime_seconds"`
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	if herr := s.authorizeRoot(r); herr != nil {
+		writeFailure(w, herr)
+		return
+	}
+	id := r.PathValue("id")
+	row, ok := s.ix.get(id)
+	if !ok {
+		writeFailure(w, errNotFound(id))
+		return
+	}
+	st := sandboxStats{ID: row.sb.ID, CPUCount: row.sb.CPUCount, MemTotalBytes: row.sb.MemTotalBytes}
+	if row.sb.ClaimedAt != nil {
+		st.UptimeSeconds = int64(time.Since(*row.sb.ClaimedAt) / time.Second)
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
+	if herr := s.authorizeRoot(r); herr != nil {
+		writeFailure(w, herr)
+		return
+	}
+	st := s.ix.stats()
+	info := pool.Info{
+		Pools: st.pools, Claimed: st.claimed, Archived: st.archived,
+		Draining: s.draining.Load(), AdvertiseAddr: s.ownerAddr, Counters: s.Counters(),
+	}
+	if max := int(s.maxClaims.Load()); max > 0 && st.claimedPlusPending >= max {
+		info.AtCapacity, info.AtCapacityReason = true, "max_claims"
+	}
+	if s.mesh.Load() || *s.capacity.Load() == CapacityRedirect {
+		info.Peers = s.cfg.Redirect
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// handleHealthz needs no token: it says the process serves HTTP, nothing
+// about the node.
+func handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok"))
+}
