@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
 
 // Node identity (DESIGN §3).
@@ -50,8 +53,35 @@ type NodeOptions struct {
 	NoAuth bool
 }
 
+// Node is the virtual-kubelet node plus its kubelet API server.
+//
+// The kubelet API is served here rather than by virtual-kubelet, whose
+// server sets no idle timeout and no connection limit: see
+// telemetry.ServerLimits for what a client can hold.
+type Node struct {
+	*nodeutil.Node
+	api    *http.Server
+	addr   string
+	tls    *tls.Config
+	limits telemetry.ServerLimits
+}
+
+// Run serves the kubelet API and runs the node until ctx ends.
+func (n *Node) Run(ctx context.Context) error {
+	if n.tls == nil {
+		return n.Node.Run(ctx)
+	}
+	ln, err := telemetry.Listen(n.addr, n.tls, n.limits)
+	if err != nil {
+		return fmt.Errorf("kubelet API listener on %s: %w", n.addr, err)
+	}
+	go func() { _ = n.api.Serve(ln) }()
+	defer n.api.Close()
+	return n.Node.Run(ctx)
+}
+
 // NewNode builds the virtual-kubelet node around the provider.
-func NewNode(o NodeOptions, p *Provider) (*nodeutil.Node, error) {
+func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 	if o.Name == "" || o.Client == nil {
 		return nil, fmt.Errorf("node: a name and a client are required")
 	}
@@ -75,27 +105,30 @@ func NewNode(o NodeOptions, p *Provider) (*nodeutil.Node, error) {
 		workers = 64
 	}
 	mux := http.NewServeMux()
+	var handler http.Handler = mux
+	if !o.NoAuth {
+		auth, err := nodeutil.WebhookAuth(o.Client, o.Name)
+		if err != nil {
+			return nil, fmt.Errorf("kubelet API auth: %w", err)
+		}
+		handler = nodeutil.WithAuth(auth, mux)
+	}
 	opts := []nodeutil.NodeOpt{
 		nodeutil.WithClient(o.Client),
 		nodeutil.AttachProviderRoutes(mux),
 		func(cfg *nodeutil.NodeConfig) error {
 			cfg.HTTPListenAddr = o.ListenAddr
+			// No Handler: virtual-kubelet then starts no server of its own
+			// (Node.Run serves mux).
+			cfg.Handler = nil
 			cfg.TLSConfig = o.TLS
 			cfg.NumWorkers = workers
 			cfg.EventRecorder = o.EventRecorder
 			cfg.InformerResyncPeriod = 10 * time.Minute
-			cfg.Handler = mux
 			// sandboxd VMs take no container env, so virtual-kubelet need not
 			// resolve it. Resolved env would put Secret values into the Pods
 			// this provider serves at /runningpods/.
 			cfg.SkipDownwardAPIResolution = true
-			if !o.NoAuth {
-				auth, err := nodeutil.WebhookAuth(o.Client, o.Name)
-				if err != nil {
-					return fmt.Errorf("kubelet API auth: %w", err)
-				}
-				cfg.Handler = nodeutil.WithAuth(auth, mux)
-			}
 			identity(&cfg.NodeSpec, o, int32(port), capacity)
 			return nil
 		},
@@ -103,9 +136,14 @@ func NewNode(o NodeOptions, p *Provider) (*nodeutil.Node, error) {
 	if !o.DefaultRateLimiters {
 		opts = append(opts, nodeutil.WithPodControllerConfigOverrides(replaceRateLimiters))
 	}
-	return nodeutil.NewNode(o.Name, func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+	vk, err := nodeutil.NewNode(o.Name, func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 		return p, nil, nil
 	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	limits := telemetry.DefaultServerLimits
+	return &Node{Node: vk, api: telemetry.NewServer(handler, limits), addr: o.ListenAddr, tls: o.TLS, limits: limits}, nil
 }
 
 // replaceRateLimiters drops virtual-kubelet's default token bucket (10 qps,

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -141,9 +140,13 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 
 	if cfg.MetricsAddr != "" {
-		srv := &http.Server{Addr: cfg.MetricsAddr, Handler: tel.Handler(readiness(node)), ReadHeaderTimeout: 10 * time.Second}
+		ln, err := telemetry.Listen(cfg.MetricsAddr, nil, telemetry.DefaultServerLimits)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
+		}
+		srv := telemetry.NewServer(tel.Handler(readiness(node)), telemetry.DefaultServerLimits)
 		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "addr", cfg.MetricsAddr, "error", err)
 			}
 		}()
@@ -180,7 +183,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	return err
 }
 
-func readiness(n *nodeutil.Node) func() error {
+func readiness(n *kube.Node) func() error {
 	return func() error {
 		select {
 		case <-n.Ready():
