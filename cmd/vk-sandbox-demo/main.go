@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"golang.org/x/term"
 	"net"
 	"net/http"
 	"os"
@@ -248,7 +249,7 @@ func repoRoot() (string, error) {
 	}
 }
 
-func isTerminal() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal asks the tty layer. A character-device check is not enough:
+// /dev/null is a character device too, and `make demo </dev/null` from a
+// script would then hold forever.
+func isTerminal() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
