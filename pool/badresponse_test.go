@@ -130,3 +130,43 @@ func TestA3xxIsNotFollowed(t *testing.T) {
 		t.Fatalf("err = %v: a redirect must surface, not be followed with the bearer token", err)
 	}
 }
+
+// A 2xx listing without its sandboxes array is a bad answer, never an
+// empty node: read as empty, it would drop every reloaded claim.
+func TestListingWithoutSandboxesArrayIsBadResponse(t *testing.T) {
+	for _, body := range []string{`{}`, `{"sandboxes":null}`, `{"items":[]}`} {
+		_, err := stub(t, 200, body).List(ctx(t), pool.ListOptions{})
+		if !errors.Is(err, pool.ErrBadResponse) {
+			t.Errorf("body %s: err = %v, want ErrBadResponse", body, err)
+		}
+	}
+	rows, err := stub(t, 200, `{"sandboxes":[]}`).List(ctx(t), pool.ListOptions{})
+	if err != nil || rows == nil || len(rows) != 0 {
+		t.Errorf("an empty array: rows %v, err %v; want an empty node", rows, err)
+	}
+}
+
+// Older servers ignore the filters: the client applies them to the answer.
+func TestListFiltersTheAnswerOfAServerThatIgnoresFilters(t *testing.T) {
+	body := `{"sandboxes":[{"id":"sb_1","claim_ref":"ns/a","metadata":{"managed-by":"vk-sandbox"}},{"id":"sb_2","claim_ref":"ns/a"},{"id":"sb_3","claim_ref":"ns/b","metadata":{"managed-by":"vk-sandbox"}}]}`
+	rows, err := stub(t, 200, body).List(ctx(t), pool.ListOptions{ClaimRef: "ns/a", Metadata: map[string]string{"managed-by": "vk-sandbox"}})
+	if err != nil || len(rows) != 1 || rows[0].ID != "sb_1" {
+		t.Fatalf("rows %v, err %v; want only sb_1", rows, err)
+	}
+}
+
+func TestRenewAnswerWithoutDeadlineIsBadResponse(t *testing.T) {
+	_, err := stub(t, 200, `{}`).Renew(ctx(t), "sb_1", "sandbox-token-1234", 60)
+	if !errors.Is(err, pool.ErrBadResponse) {
+		t.Fatalf("err = %v, want ErrBadResponse", err)
+	}
+}
+
+// Labels outside sandboxd's bounds are refused before anything is sent.
+func TestClaimWithMetadataOutOfBoundsIsRefusedLocally(t *testing.T) {
+	h := newHarness(t, sim.Config{})
+	_, err := h.node.Claim(ctx(t), pool.ClaimRequest{Template: "default", Metadata: map[string]string{"a=b": "v"}})
+	if err == nil || h.count("claim") != 0 {
+		t.Fatalf("err %v, claims sent %d; want a local refusal", err, h.count("claim"))
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 )
 
-
 // exchange is one request as the client means it, before any attempt.
 type exchange struct {
 	verb, id     string

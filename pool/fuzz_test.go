@@ -52,7 +52,8 @@ func (c cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 //   - every non-2xx is an *HTTPError with that status: capacity iff 429,
 //     retryable iff 5xx, Retry-After within [0, 1h];
 //   - a successful List is never nil, a successful Get has an id, Release
-//     converges on 2xx and 404 only;
+//     succeeds on 2xx only (a 404 is ErrNotFound: ambiguous, for the caller
+//     to confirm);
 //   - no error string carries the client's token, is invalid UTF-8, or is
 //     unbounded in size.
 //
@@ -114,7 +115,7 @@ func FuzzDecodeResponse(f *testing.F) {
 
 		err = c.Release(ctx, "sb_fuzz", "sandbox-token-0b7d-secret")
 		checkErrText(t, "release", err)
-		if converged := ok2xx || code == http.StatusNotFound; converged != (err == nil) {
+		if ok2xx != (err == nil) || (code == http.StatusNotFound && !errors.Is(err, pool.ErrNotFound)) {
 			t.Fatalf("Release on %d: err = %v", code, err)
 		}
 	})

@@ -1,6 +1,7 @@
 package pool_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -25,9 +26,12 @@ func TestSandboxPastItsLeaseDisappearsFromTheList(t *testing.T) {
 	if h.err(err) != nil || len(rows) != 1 || rows[0].ID != long.ID {
 		t.Errorf("after reaping: %v, %v; want only the long lease", rows, err)
 	}
-	// The reaped sandbox's release converges.
-	if err := h.err(h.node.Release(ctx(t), short.ID, short.Token)); err != nil {
-		t.Errorf("release after the lease: %v", err)
+	// The reaped sandbox's release is a 404 that a root Get confirms.
+	if err := h.err(h.node.Release(ctx(t), short.ID, short.Token)); !errors.Is(err, pool.ErrNotFound) {
+		t.Errorf("release after the lease: %v, want ErrNotFound", err)
+	}
+	if _, err := h.root.Get(ctx(t), short.ID); !errors.Is(h.err(err), pool.ErrNotFound) {
+		t.Errorf("root get after the lease: %v, want ErrNotFound", err)
 	}
 }
 

@@ -23,7 +23,9 @@ func TestListReturnsAllOrFiltersByClaimRef(t *testing.T) {
 		t.Fatalf("list ns/a: %d rows, %v", len(rows), err)
 	}
 	r := rows[0]
-	if r.ID != a.ID || r.ClaimRef != "ns/a" || r.Key != defaultKey || r.ClaimedAt == nil || !r.Deadline.Equal(a.Deadline) {
+	// sandboxd fills the axes the claim left empty with its defaults.
+	want := pool.Key{Template: defaultKey.Template, Net: "none", Size: "small"}
+	if r.ID != a.ID || r.ClaimRef != "ns/a" || r.Key != want || r.ClaimedAt == nil || !r.Deadline.Equal(a.Deadline) {
 		t.Errorf("row %+v does not match claim %v", r, a)
 	}
 	for _, r := range all {
@@ -53,15 +55,28 @@ func TestGetWithRootTokenCarriesSandboxToken(t *testing.T) {
 	}
 }
 
-func TestGetWithNodeTokenOmitsSandboxToken(t *testing.T) {
+// GET /v1/sandboxes/{id} and /v1/info are root only: a tenant token is
+// answered 403, which is never retried and teaches the client its kind.
+func TestTenantTokenIsForbiddenOnOperatorSurfacesAndNotRetried(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	c := h.claim("ns/a", 60)
-	row, err := h.node.Get(ctx(t), c.ID)
-	if h.err(err) != nil {
-		t.Fatal(err)
+	if h.node.Tenant() {
+		t.Fatal("Tenant() before any root-only call was answered")
 	}
-	if row.ID != c.ID || row.Token != "" {
-		t.Errorf("node get: id %s, token present=%v; want the row without its token", row.ID, row.Token != "")
+	if _, err := h.node.Get(ctx(t), c.ID); !errors.Is(h.err(err), pool.ErrForbidden) {
+		t.Fatalf("tenant get: %v, want ErrForbidden", err)
+	}
+	if !h.node.Tenant() {
+		t.Error("a 403 on get did not mark the token as a tenant's")
+	}
+	if _, err := h.node.Info(ctx(t)); !errors.Is(h.err(err), pool.ErrForbidden) {
+		t.Fatalf("tenant info: %v, want ErrForbidden", err)
+	}
+	if n, m := h.count("get"), h.count("info"); n != 1 || m != 1 {
+		t.Errorf("gets %d infos %d sent, want 1 each: a 403 is final", n, m)
+	}
+	if _, err := h.root.Info(ctx(t)); h.err(err) != nil || h.root.Tenant() {
+		t.Errorf("root info: %v, tenant=%v", err, h.root.Tenant())
 	}
 }
 
@@ -83,14 +98,14 @@ func TestInfoReportsPoolsClaimedAndCounters(t *testing.T) {
 		{Template: "py", Net: "bridge", Size: "small"}: 1,
 	}})
 	h.claim("ns/a", 60)
-	info, err := h.node.Info(ctx(t))
+	info, err := h.root.Info(ctx(t))
 	if h.err(err) != nil {
 		t.Fatal(err)
 	}
 	if info.Claimed != 1 || len(info.Pools) != 2 {
 		t.Fatalf("info %+v: want claimed 1 and 2 pools", info)
 	}
-	if p := info.Pools[0]; p.Key != defaultKey || p.Target != 3 {
+	if p := info.Pools[0]; p.Key.Template != defaultKey.Template || p.Target != 3 {
 		t.Errorf("pools sorted by key: first %+v", p)
 	}
 	if info.Counters["claim_ok"] != 1 || info.Counters["info"] != 1 {

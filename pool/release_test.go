@@ -1,9 +1,12 @@
 package pool_test
 
 import (
+	"errors"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -32,50 +35,64 @@ func TestReleaseWithoutSandboxTokenFallsBackToTheRootToken(t *testing.T) {
 	}
 }
 
-func TestReleaseOfUnknownIDIsConverged(t *testing.T) {
+// sandboxd answers 404 for an unknown id and for a wrong token alike, so
+// the client never folds it into success: the caller confirms with a Get.
+func TestReleaseOfUnknownIDIsNotFoundNotSuccess(t *testing.T) {
 	h := newHarness(t, sim.Config{})
-	if err := h.err(h.node.Release(ctx(t), "sb_never", "some-sandbox-token")); err != nil {
-		t.Fatalf("release of an unknown id: %v, want nil (converged)", err)
+	if err := h.err(h.node.Release(ctx(t), "sb_never", "some-sandbox-token")); !errors.Is(err, pool.ErrNotFound) {
+		t.Fatalf("release of an unknown id: %v, want ErrNotFound", err)
 	}
 	if n := h.count("release"); n != 1 {
 		t.Errorf("releases sent = %d, want 1 (a 404 is final, not retried)", n)
 	}
 }
 
-func TestReleaseAfterLeaseEndIsConverged(t *testing.T) {
+func TestReleaseAfterLeaseEndIsNotFoundAndGetConfirmsItGone(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	c := h.claim("ns/a", 60)
 	h.sim.Expire(c.ID)
-	if err := h.err(h.node.Release(ctx(t), c.ID, c.Token)); err != nil {
-		t.Fatalf("release of an expired sandbox: %v", err)
+	if err := h.err(h.node.Release(ctx(t), c.ID, c.Token)); !errors.Is(err, pool.ErrNotFound) {
+		t.Fatalf("release of an expired sandbox: %v, want ErrNotFound", err)
+	}
+	if _, err := h.root.Get(ctx(t), c.ID); !errors.Is(h.err(err), pool.ErrNotFound) {
+		t.Fatalf("root get of an expired sandbox: %v, want ErrNotFound", err)
 	}
 }
 
-func TestReleaseWithAnotherSandboxsTokenIs401AndNotRetried(t *testing.T) {
+// A wrong token is answered like an unknown id (404), never retried, and
+// the VM stays; a root Get still finds it.
+func TestReleaseWithAnotherSandboxsTokenIs404AndNotRetried(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	a, b := h.claim("ns/a", 60), h.claim("ns/b", 60)
 
 	err := h.err(h.node.Release(ctx(t), a.ID, b.Token))
-	assertStatus(t, err, http.StatusUnauthorized)
-	// The node token is not a release credential.
+	assertStatus(t, err, http.StatusNotFound)
+	// The tenant token is not a release credential.
 	err = h.err(h.node.Release(ctx(t), a.ID, ""))
-	assertStatus(t, err, http.StatusUnauthorized)
+	assertStatus(t, err, http.StatusNotFound)
 
 	if n := h.count("release"); n != 2 {
-		t.Errorf("releases sent = %d, want 2: a 401 is never retried", n)
+		t.Errorf("releases sent = %d, want 2: a 404 is never retried", n)
+	}
+	if _, err := h.root.Get(ctx(t), a.ID); h.err(err) != nil {
+		t.Errorf("root get after refused releases: %v, want the VM still there", err)
 	}
 	if len(h.sim.Sandboxes()) != 2 {
 		t.Error("a refused release removed a sandbox")
 	}
 }
 
-// A release whose 204 is lost is retried, and the retry's 404 converges.
-func TestReleaseWithLostResponseConvergesOnRetry(t *testing.T) {
+// A release whose 204 is lost is retried; the retry's 404 is surfaced for
+// the caller to confirm, and a root Get then says the VM is gone.
+func TestReleaseWithLostResponseRetriesAndGetConfirms(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	c := h.claim("ns/a", 60)
 	h.sim.InjectFault(sim.Fault{Verb: "release", Mode: "lose-response", Count: 1})
-	if err := h.err(h.node.Release(ctx(t), c.ID, c.Token)); err != nil {
-		t.Fatalf("release: %v", err)
+	if err := h.err(h.node.Release(ctx(t), c.ID, c.Token)); !errors.Is(err, pool.ErrNotFound) {
+		t.Fatalf("release: %v, want the retry's ErrNotFound", err)
+	}
+	if _, err := h.root.Get(ctx(t), c.ID); !errors.Is(h.err(err), pool.ErrNotFound) {
+		t.Fatalf("root get: %v, want ErrNotFound (released)", err)
 	}
 	got := h.sim.Counters()
 	if got["release"] != 2 || got["release_ok"] != 1 || got["release_notfound"] != 1 {
@@ -97,11 +114,27 @@ func TestReleaseIDIsPathEscaped(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	h.claim("ns/a", 60)
 	// "a/../../claim" must stay one path segment, not walk to another route.
-	if err := h.err(h.node.Release(ctx(t), "a/../../claim", "tok-0000")); err != nil {
-		t.Fatalf("release: %v", err)
+	if err := h.err(h.node.Release(ctx(t), "a/../../claim", "tok-0000")); !errors.Is(err, pool.ErrNotFound) {
+		t.Fatalf("release: %v, want ErrNotFound", err)
 	}
 	got := h.sim.Counters()
 	if got["release_notfound"] != 1 || got["claim"] != 1 {
 		t.Errorf("counters %v: the id escaped its path segment", got)
+	}
+}
+
+// Renew resets the lease; the node's grant is authoritative (capped).
+func TestRenewReturnsTheNodesGrant(t *testing.T) {
+	h := newHarness(t, sim.Config{MaxTTL: time.Hour})
+	c := h.claim("ns/a", 60)
+	got, err := h.node.Renew(ctx(t), c.ID, c.Token, 7200)
+	if h.err(err) != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(got.Deadline); d < 59*time.Minute || d > 61*time.Minute {
+		t.Errorf("granted %v from now, want the 1h cap", d)
+	}
+	if _, err := h.node.Renew(ctx(t), c.ID, "wrong-token-0000", 60); !errors.Is(h.err(err), pool.ErrNotFound) {
+		t.Errorf("renew with a wrong token: %v, want ErrNotFound", err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 func TestRetryHonoursRetryAfterOn503(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	obs := &statuses{}
-	c := h.client(nodeToken, func(o *pool.ClientOptions) { o.Observer = obs })
+	c := h.client(rootToken, func(o *pool.ClientOptions) { o.Observer = obs })
 	h.sim.InjectFault(sim.Fault{Verb: "list", Mode: "503", Count: 1, RetryAfter: time.Second})
 
 	rec := tracetest.NewSpanRecorder()
@@ -69,7 +69,7 @@ func Test4xxIsNeverRetried(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	for _, mode := range []string{"409", "429"} {
 		h.sim.InjectFault(sim.Fault{Verb: "info", Mode: mode, Count: 1})
-		_, err := h.node.Info(ctx(t))
+		_, err := h.root.Info(ctx(t))
 		h.err(err)
 		if err == nil || pool.IsRetryable(err) {
 			t.Errorf("%s: err %v, want a non-retryable error", mode, err)
@@ -82,7 +82,7 @@ func Test4xxIsNeverRetried(t *testing.T) {
 
 func TestRetriesAreBoundedByMaxAttempts(t *testing.T) {
 	h := newHarness(t, sim.Config{})
-	c := h.client(nodeToken, func(o *pool.ClientOptions) { o.Retry.MaxAttempts = 3 })
+	c := h.client(rootToken, func(o *pool.ClientOptions) { o.Retry.MaxAttempts = 3 })
 	h.sim.InjectFault(sim.Fault{Verb: "info", Mode: "500"})
 	_, err := c.Info(ctx(t))
 	assertStatus(t, h.err(err), http.StatusInternalServerError)
@@ -93,10 +93,10 @@ func TestRetriesAreBoundedByMaxAttempts(t *testing.T) {
 
 func TestRetriesAreBoundedByTheContextDeadline(t *testing.T) {
 	h := newHarness(t, sim.Config{})
-	c := h.client(nodeToken, func(o *pool.ClientOptions) {
+	c := h.client(rootToken, func(o *pool.ClientOptions) {
 		o.Retry = pool.RetryPolicy{MaxAttempts: 1000, MaxElapsed: time.Minute, InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond}
 	})
-	h.sim.InjectFault(sim.Fault{Verb: "info", Mode: "503"})
+	h.sim.InjectFault(sim.Fault{Verb: "info", Mode: "503", RetryAfter: -1}) // no Retry-After: plain backoff
 	cctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
 	defer cancel()
 
@@ -123,7 +123,7 @@ func TestRetryAfterBeyondTheDeadlineReturnsAtOnce(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	_, err := h.node.Info(cctx)
+	_, err := h.root.Info(cctx)
 	h.err(err)
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("waited %v for a retry that could not happen before the deadline", d)
@@ -138,7 +138,7 @@ func TestRetryAfterBeyondTheDeadlineReturnsAtOnce(t *testing.T) {
 
 func TestRetryAfterBeyondMaxElapsedStops(t *testing.T) {
 	h := newHarness(t, sim.Config{})
-	c := h.client(nodeToken, func(o *pool.ClientOptions) { o.Retry.MaxElapsed = 500 * time.Millisecond })
+	c := h.client(rootToken, func(o *pool.ClientOptions) { o.Retry.MaxElapsed = 500 * time.Millisecond })
 	h.sim.InjectFault(sim.Fault{Verb: "get", Mode: "503", RetryAfter: 2 * time.Second})
 	start := time.Now()
 	_, err := c.Get(ctx(t), "sb_x")
@@ -166,7 +166,7 @@ func TestCallerCancellationIsNotRetryable(t *testing.T) {
 func TestObserverSeesEveryAttemptWithZeroForTransportErrors(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	obs := &statuses{}
-	c := h.client(nodeToken, func(o *pool.ClientOptions) { o.Observer = obs })
+	c := h.client(rootToken, func(o *pool.ClientOptions) { o.Observer = obs })
 	h.sim.InjectFault(sim.Fault{Verb: "info", Mode: "reset", Count: 1})
 	h.sim.InjectFault(sim.Fault{Verb: "info", Mode: "500", Count: 1})
 	if _, err := c.Info(ctx(t)); h.err(err) != nil {
