@@ -223,7 +223,7 @@ func (e *Engine) claim(ctx context.Context, it Intent) (pool.ClaimResponse, erro
 		}
 		r, err := e.sbx.Claim(ctx, req)
 		if err == nil {
-			e.noteOwnerAddr(r.OwnerAddr)
+			e.NoteOwnerAddr(r.OwnerAddr)
 			resp = r
 			return nil
 		}
@@ -320,10 +320,12 @@ func fits(row pool.Sandbox, it Intent) bool {
 		row.Metadata[LabelOwnerUID] == it.Ref.OwnerUID
 }
 
-// noteOwnerAddr remembers the node's owner_addr. It is node-wide, the same
-// for every claim, so a VM recovered from a lost response (whose index row
-// never carries it) gets the address the node gives every other claim.
-func (e *Engine) noteOwnerAddr(addr string) {
+// NoteOwnerAddr remembers the node's owner_addr: from every claim answer,
+// and from the advertise_addr that /v1/info reports (the same value). It is
+// node-wide, the same for every claim, so a VM recovered from a lost
+// response (whose index row never carries it) gets the address the node
+// gives every other claim.
+func (e *Engine) NoteOwnerAddr(addr string) {
 	if addr != "" && e.lastOwnerAddr() != addr {
 		e.ownerAddr.Store(&addr)
 	}

@@ -204,6 +204,9 @@ func TestTransientErrorsRetriedBounded(t *testing.T) {
 // token instead of claiming a second VM.
 func TestLostClaimResponseIsRecoveredNotDoubled(t *testing.T) {
 	r := newRig(t, sim.Config{}, nil)
+	// A first claim teaches the engine the node-wide owner_addr.
+	create(t, r.eng, intent("ns/first", "uid-first", ""))
+	r.rep.running(t, "uid-first")
 	r.env.sim.InjectFault(sim.Fault{Verb: pool.VerbClaim, Mode: "lose-response", Count: 1})
 	create(t, r.eng, intent("ns/lost", "uid-lost", ""))
 	run := r.rep.running(t, "uid-lost")
@@ -212,14 +215,14 @@ func TestLostClaimResponseIsRecoveredNotDoubled(t *testing.T) {
 	if len(sbs) != 1 {
 		t.Fatalf("sandboxes for ns/lost = %d, want exactly 1 (no double VM)", len(sbs))
 	}
-	if got := r.env.count("claim"); got != 1 {
-		t.Errorf("claim requests = %d, want 1 (the lost one, never repeated)", got)
+	if got := r.env.count("claim"); got != 2 {
+		t.Errorf("claim requests = %d, want 2 (the first Pod's and the lost one, never repeated)", got)
 	}
 	if sbs[0].ID != run.claim.ID || sbs[0].Token != run.claim.Token {
 		t.Fatalf("recovered claim %s does not carry the lost VM's id and token (%s)", run.claim.ID, sbs[0].ID)
 	}
-	if run.claim.Address == "" {
-		t.Error("recovered claim has no address")
+	if run.claim.Address != r.env.sim.OwnerAddr() {
+		t.Errorf("recovered claim's address %q, want the node's owner_addr %q", run.claim.Address, r.env.sim.OwnerAddr())
 	}
 	row, ok := r.store.Get("ns/lost")
 	if !ok || row.Token != sbs[0].Token {
@@ -230,8 +233,8 @@ func TestLostClaimResponseIsRecoveredNotDoubled(t *testing.T) {
 	if err != nil || !res.Held {
 		t.Fatalf("Delete = %+v, %v", res, err)
 	}
-	if got := len(r.env.sim.Sandboxes()); got != 0 {
-		t.Errorf("live sandboxes after release = %d, want 0", got)
+	if got := len(r.env.sandboxesFor("ns/lost")); got != 0 {
+		t.Errorf("live sandboxes for ns/lost after release = %d, want 0", got)
 	}
 	if got := r.env.count("release_ok"); got != 1 {
 		t.Errorf("release_ok = %d, want 1", got)

@@ -94,16 +94,15 @@ func (e *simEnv) client(t testing.TB, token string) *pool.Client {
 
 func (e *simEnv) count(name string) int64 { return e.sim.Counters()[name] }
 
-// sandboxesFor is the emulator's live index filtered by claim_ref.
-func (e *simEnv) sandboxesFor(ref string) []pool.Sandbox {
-	var out []pool.Sandbox
-	for _, sb := range e.sim.Sandboxes() {
-		if sb.ClaimRef == ref {
-			out = append(out, sb)
-		}
-	}
-	return out
-}
+// testNode is the node name every test engine runs as; testID marks its
+// claims at sandboxd.
+const testNode = "test-node"
+
+var testID = pipeline.Identity{Node: testNode}
+
+// sandboxesFor is the emulator's live index: the VMs the test engine made
+// for a Pod key.
+func (e *simEnv) sandboxesFor(key string) []pool.Sandbox { return liveFor(e.sim, key) }
 
 // ---- store ------------------------------------------------------------------
 
@@ -139,6 +138,7 @@ func (s *faultyStore) Put(ctx context.Context, key string, c store.Claim) error 
 // testConfig is small and fast: few workers, retries in milliseconds.
 func testConfig(sbx pipeline.Sandboxd, st pipeline.Store, rep *reporter) pipeline.Config {
 	return pipeline.Config{
+		Node:   testNode,
 		Shards: 2, Workers: 4, QueueDepth: 64,
 		Sandboxd: sbx, Store: st, Reporter: rep, Observer: rep, Logger: quiet,
 		ClaimRetry:     pipeline.RetryPolicy{InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond},

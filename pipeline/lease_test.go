@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
@@ -52,6 +53,14 @@ func TestLeaseExpiryPushesExpired(t *testing.T) {
 	})
 
 	t.Run("gone-expires-listed-refreshes", func(t *testing.T) {
+		// After the failed listing the rows wait out a backoff (one check
+		// interval, with jitter) instead of listing every tick.
+		lists := r.env.count("list")
+		r.eng.CheckLeases(ctx, now)
+		if got := r.env.count("list"); got != lists {
+			t.Fatalf("the lease watch listed again at once after a failed listing (%d → %d)", lists, got)
+		}
+		now = now.Add(2 * time.Second)
 		r.eng.CheckLeases(ctx, now)
 		evs := r.rep.waitFor(t, "Expired of uid-ends", func(evs []event) bool { return find(evs, "expired", "uid-ends", "") >= 0 })
 		ev := evs[find(evs, "expired", "uid-ends", "")]
@@ -86,7 +95,13 @@ func TestLeaseExpiryPushesExpired(t *testing.T) {
 func TestOrphanScanOnlyReports(t *testing.T) {
 	r := newRig(t, sim.Config{}, nil)
 	ctx := context.Background()
-	if _, err := r.env.root.Claim(ctx, pool.ClaimRequest{Template: template, ClaimRef: "ns/nobody"}); err != nil {
+	// A VM this node made and no row holds is an orphan; another client's
+	// VM, even under a look-alike claim_ref, is none of its business.
+	if _, err := r.env.root.Claim(ctx, pool.ClaimRequest{Template: template, ClaimRef: testID.ClaimRef("ns/nobody"),
+		Metadata: testID.Labels(pipeline.PodRef{Key: "ns/nobody", UID: "uid-nobody"})}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.env.root.Claim(ctx, pool.ClaimRequest{Template: template, ClaimRef: "ns/healthy"}); err != nil {
 		t.Fatal(err)
 	}
 	create(t, r.eng, intent("ns/healthy", "uid-healthy", ""))

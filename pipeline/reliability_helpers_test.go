@@ -145,11 +145,12 @@ func (d *downableSim) up(t *testing.T) {
 	d.serve(ln)
 }
 
-// liveFor is the emulator's live index filtered by claim_ref.
-func liveFor(s *sim.Server, ref string) []pool.Sandbox {
+// liveFor is the emulator's live index: the VMs the test engine made for a
+// Pod key.
+func liveFor(s *sim.Server, key string) []pool.Sandbox {
 	var out []pool.Sandbox
 	for _, sb := range s.Sandboxes() {
-		if sb.ClaimRef == ref {
+		if k, ok := testID.Owns(sb); ok && k == key {
 			out = append(out, sb)
 		}
 	}

@@ -15,10 +15,14 @@ import (
 // a create recovers it, an owner-authorized delete releases it, and a
 // delete without authority keeps it for the next create.
 
-// preClaim is the previous process's claim that never became durable.
-func preClaim(t *testing.T, env *simEnv, key string) pool.ClaimResponse {
+// preClaim is the previous process's claim that never became durable: made
+// by this node (its claim_ref and labels) for a Pod of owner ownerUID.
+func preClaim(t *testing.T, c *pool.Client, key, ownerUID string) pool.ClaimResponse {
 	t.Helper()
-	r, err := env.root.Claim(context.Background(), pool.ClaimRequest{Template: template, ClaimRef: key, TTLSeconds: 3600})
+	r, err := c.Claim(context.Background(), pool.ClaimRequest{
+		Template: template, ClaimRef: testID.ClaimRef(key), TTLSeconds: 3600,
+		Metadata: testID.Labels(pipeline.PodRef{Key: key, UID: "uid-previous", OwnerUID: ownerUID}),
+	})
 	if err != nil {
 		t.Fatalf("pre-claim %s: %v", key, err)
 	}
@@ -27,7 +31,7 @@ func preClaim(t *testing.T, env *simEnv, key string) pool.ClaimResponse {
 
 func TestUnheldVMIsRecoveredByTheNextCreate(t *testing.T) {
 	env := newSim(t, sim.Config{})
-	lost := preClaim(t, env, "ns/p")
+	lost := preClaim(t, env.root, "ns/p", "owner-1")
 	rep := newReporter()
 	e := startEngine(t, testConfig(env.root, openStore(t, tempStorePath(t), false), rep))
 
@@ -46,8 +50,8 @@ func TestUnheldVMIsRecoveredByTheNextCreate(t *testing.T) {
 
 func TestUnheldVMIsReleasedOnlyWithOwnerAuthority(t *testing.T) {
 	env := newSim(t, sim.Config{})
-	lost := preClaim(t, env, "ns/p")
-	other := preClaim(t, env, "ns/q")
+	lost := preClaim(t, env.root, "ns/p", "owner-1")
+	other := preClaim(t, env.root, "ns/q", "")
 	rep := newReporter()
 	e := startEngine(t, testConfig(env.root, openStore(t, tempStorePath(t), false), rep))
 	ref := pipeline.PodRef{Key: "ns/p", UID: "uid-1", OwnerUID: "owner-1"}
@@ -82,7 +86,9 @@ func TestUnheldVMIsReleasedOnlyWithOwnerAuthority(t *testing.T) {
 // the create does not claim over it (that would double the VM) and says why.
 func TestUnheldVMWithoutRootTokenIsNeverClaimedOver(t *testing.T) {
 	env := newSim(t, sim.Config{})
-	preClaim(t, env, "ns/p")
+	// A tenant sees only its own claims: the previous process held the
+	// same tenant token.
+	preClaim(t, env.node, "ns/p", "")
 	rep := newReporter()
 	e := startEngine(t, testConfig(env.node, openStore(t, tempStorePath(t), false), rep))
 	create(t, e, intent("ns/p", "uid-1", ""))

@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
@@ -18,12 +19,13 @@ import (
 //   - whether the token is the node's root token. A tenant token is
 //     answered 403; the client then stops making root-only calls, and one
 //     warning says what that turns off;
-//   - the node's advertise_addr, the Pod IP fallback for claims whose
-//     owner_addr carries no IP, unless --node-ip gave one.
+//   - the node's advertise_addr: the address of a claim recovered from a
+//     lost answer (index rows carry none), and the Pod IP fallback for
+//     claims whose owner_addr carries no IP, unless --node-ip gave one.
 //
 // It retries with backoff while sandboxd is unreachable, and gives up on an
 // answer that will not change (401, or any other 4xx).
-func probeSandboxd(ctx context.Context, sbx *pool.Client, prov *kube.Provider, nodeIP string, log *slog.Logger) {
+func probeSandboxd(ctx context.Context, sbx *pool.Client, prov *kube.Provider, eng *pipeline.Engine, nodeIP string, log *slog.Logger) {
 	if ip, err := netip.ParseAddr(nodeIP); err == nil {
 		prov.SetPodIPFallback(ip)
 	}
@@ -33,6 +35,7 @@ func probeSandboxd(ctx context.Context, sbx *pool.Client, prov *kube.Provider, n
 		info, err := sbx.Info(ctx)
 		switch {
 		case err == nil:
+			eng.NoteOwnerAddr(info.AdvertiseAddr)
 			ip, ok := pool.OwnerIP(info.AdvertiseAddr)
 			if ok && nodeIP == "" {
 				prov.SetPodIPFallback(ip)

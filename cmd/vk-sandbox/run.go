@@ -125,7 +125,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
-	go probeSandboxd(engCtx, sbx, prov, cfg.NodeIP, log)
+	go probeSandboxd(engCtx, sbx, prov, eng, cfg.NodeIP, log)
 	go eng.Run(engCtx)
 	go eng.WatchLeases(engCtx, cfg.LeaseCheckInterval)
 	if cfg.OrphanScanInterval > 0 {
