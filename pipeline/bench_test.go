@@ -204,8 +204,8 @@ func (r *benchReporter) Pending(_ context.Context, ref pipeline.PodRef, reason, 
 	}
 }
 
-func (r *benchReporter) Expired(context.Context, pipeline.PodRef, store.Claim) {}
-func (r *benchReporter) Renewed(context.Context, pipeline.PodRef, store.Claim) {}
+func (r *benchReporter) Expired(context.Context, pipeline.PodRef, store.Claim)    {}
+func (r *benchReporter) Renewed(context.Context, pipeline.PodRef, store.Claim)    {}
 func (r *benchReporter) Warning(context.Context, pipeline.PodRef, string, string) {}
 
 // inprocSandboxd answers every claim at once, without HTTP.

@@ -107,7 +107,7 @@ type Engine struct {
 	sf     singleflight.Group
 
 	ownerAddr atomic.Pointer[string] // the node's owner_addr, from the last claim answer
-	leases    leaseRetries            // per-key backoff of the lease watch
+	leases    leaseRetries           // per-key backoff of the lease watch
 
 	stopping atomic.Bool
 	stopCh   chan struct{} // closed when Shutdown begins; aborts slot waits

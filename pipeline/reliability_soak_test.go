@@ -48,8 +48,8 @@ func (r *soakReporter) Pending(_ context.Context, ref pipeline.PodRef, reason, m
 	r.lastMsg.Store(ref.Key + ": " + reason + ": " + msg)
 }
 
-func (r *soakReporter) Expired(context.Context, pipeline.PodRef, store.Claim) {}
-func (r *soakReporter) Renewed(context.Context, pipeline.PodRef, store.Claim) {}
+func (r *soakReporter) Expired(context.Context, pipeline.PodRef, store.Claim)    {}
+func (r *soakReporter) Renewed(context.Context, pipeline.PodRef, store.Claim)    {}
 func (r *soakReporter) Warning(context.Context, pipeline.PodRef, string, string) {}
 
 type soakSample struct {
