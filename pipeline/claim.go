@@ -52,18 +52,8 @@ func done(outcome string) txResult { return txResult{outcome: outcome} }
 // and a retry. The key lock makes it exclusive with every other generation
 // of the same pod key, and with deletes.
 func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
-	defer e.locks.lock(it.Ref.Key)()
-	res := e.reconcileLocked(ctx, it)
-	if res.outcome == OutcomeRunning || res.outcome == OutcomeAdopted {
-		// The lifetime this Pod asks for, which the lease watch renews up
-		// to when the node grants less (see WatchLeases).
-		e.table.setLifetime(it.Ref.Key, it.Spec.TTLSeconds)
-	}
-	return res
-}
-
-func (e *Engine) reconcileLocked(ctx context.Context, it Intent) txResult {
 	ref := it.Ref
+	defer e.locks.lock(ref.Key)()
 	c, st := e.table.lookup(ref.Key)
 	switch st {
 	case StateNone:
@@ -78,15 +68,15 @@ func (e *Engine) reconcileLocked(ctx context.Context, it Intent) txResult {
 		if c.PodUID == ref.UID || ownerMatches(c.OwnerUID, ref.OwnerUID) {
 			adopted := c.PodUID != ref.UID
 			c.PodUID = ref.UID
-			return e.commit(ctx, ref, c, adopted) // retry the durable write
+			return e.commit(ctx, it, c, adopted) // retry the durable write
 		}
 	case StateDurable:
 		if c.PodUID == ref.UID {
-			e.publishRunning(ctx, ref, c, false)
+			e.publishRunning(ctx, it, c, false)
 			return done(OutcomeRunning)
 		}
 		if ownerMatches(c.OwnerUID, ref.OwnerUID) {
-			return e.adopt(ctx, ref, c)
+			return e.adopt(ctx, it, c)
 		}
 	}
 	// The claim was made for another owner generation, which is gone: a
@@ -103,7 +93,8 @@ func (e *Engine) reconcileLocked(ctx context.Context, it Intent) txResult {
 // old VM to a new owner.
 func ownerMatches(held, incoming string) bool { return held == incoming }
 
-func (e *Engine) adopt(ctx context.Context, ref PodRef, c store.Claim) txResult {
+func (e *Engine) adopt(ctx context.Context, it Intent, c store.Claim) txResult {
+	ref := it.Ref
 	c.PodUID = ref.UID
 	if res, ok := e.persist(ctx, ref, c); !ok {
 		return res
@@ -114,7 +105,7 @@ func (e *Engine) adopt(ctx context.Context, ref PodRef, c store.Claim) txResult 
 	}
 	e.obs.Decision(ctx, "adopt", reason)
 	e.log.InfoContext(ctx, "adopted claim in place", "pod", ref.Key, "claim", c.ID, "reason", reason)
-	e.publishRunning(ctx, ref, c, true)
+	e.publishRunning(ctx, it, c, true)
 	return done(OutcomeAdopted)
 }
 
@@ -139,14 +130,15 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 		ClaimedAt: time.Now().UTC().Truncate(time.Second), Deadline: resp.Deadline,
 		OwnerUID: ref.OwnerUID, Owner: ref.Owner,
 	}
-	return e.commit(ctx, ref, c, false)
+	return e.commit(ctx, it, c, false)
 }
 
 // commit makes a tentative claim durable, then publishes Running. If the
 // durable write fails, the claim just taken is released (rollback); if that
 // fails too, the tentative row keeps the credential in memory so that a
 // retry or a later delete can still reach the VM.
-func (e *Engine) commit(ctx context.Context, ref PodRef, c store.Claim, adopted bool) txResult {
+func (e *Engine) commit(ctx context.Context, it Intent, c store.Claim, adopted bool) txResult {
+	ref := it.Ref
 	e.table.setTentative(ref.Key, c)
 	if res, ok := e.persist(ctx, ref, c); !ok {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
@@ -162,7 +154,7 @@ func (e *Engine) commit(ctx context.Context, ref PodRef, c store.Claim, adopted 
 		return res
 	}
 	e.table.clearTentative(ref.Key)
-	e.publishRunning(ctx, ref, c, adopted)
+	e.publishRunning(ctx, it, c, adopted)
 	if adopted {
 		return done(OutcomeAdopted)
 	}
@@ -338,7 +330,12 @@ func (e *Engine) lastOwnerAddr() string {
 	return ""
 }
 
-func (e *Engine) publishRunning(ctx context.Context, ref PodRef, c store.Claim, adopted bool) {
+// publishRunning reports it.Ref Running on claim c. It first records the
+// lifetime the Pod asks for, which the lease watch renews up to when the
+// node grants less (see WatchLeases); the caller holds the key lock.
+func (e *Engine) publishRunning(ctx context.Context, it Intent, c store.Claim, adopted bool) {
+	ref := it.Ref
+	e.table.setLifetime(ref.Key, it.Spec.TTLSeconds)
 	sctx, span := e.tracer.Start(ctx, "status.push", trace.WithAttributes(
 		attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.adopted", adopted)))
 	e.rep.Running(sctx, ref, c, adopted)

@@ -196,8 +196,16 @@ func TestLeaseIsRenewedUpToTheAskedLifetime(t *testing.T) {
 	if d := time.Until(run.claim.Deadline); d > 5*time.Second {
 		t.Fatalf("first grant ends in %v, want the node's 4s cap", d)
 	}
-	// Renewal is due three check intervals (3s) before the deadline.
-	r.eng.CheckLeases(context.Background(), run.claim.Deadline.Add(-2*time.Second))
+	// The row holds an older grant, a second short of the node's: a renewal
+	// asked now is granted a later deadline. Renewal is due three check
+	// intervals (3s) before the deadline, so it is due at once.
+	older := run.claim
+	older.Deadline = older.Deadline.Add(-time.Second)
+	if err := r.store.Put(context.Background(), "ns/long", older); err != nil {
+		t.Fatal(err)
+	}
+	run.claim = older
+	r.eng.CheckLeases(context.Background(), time.Now())
 	evs := r.rep.waitFor(t, "a renewal", func(evs []event) bool { return find(evs, "renewed", "uid-long", "") >= 0 })
 	renewed := evs[find(evs, "renewed", "uid-long", "")].claim
 	if !renewed.Deadline.After(run.claim.Deadline) {
@@ -212,7 +220,11 @@ func TestLeaseIsRenewedUpToTheAskedLifetime(t *testing.T) {
 
 	// A failed renewal warns and backs off instead of retrying every tick.
 	r.env.sim.InjectFault(sim.Fault{Verb: "renew", Mode: "500"})
-	now := renewed.Deadline.Add(-2 * time.Second)
+	renewed.Deadline = time.Now().Add(time.Second) // due again
+	if err := r.store.Put(context.Background(), "ns/long", renewed); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
 	r.eng.CheckLeases(context.Background(), now)
 	r.rep.waitFor(t, "a renewal warning", func(evs []event) bool {
 		return find(evs, "warning", "uid-long", pipeline.ReasonRenewFailed) >= 0

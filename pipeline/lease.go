@@ -118,19 +118,23 @@ func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
 	ref := PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID, Owner: c.Owner}
 	ttl := int64(end.Sub(now).Round(time.Second) / time.Second)
 	resp, err := e.sbx.Renew(ctx, c.ID, c.Token, ttl)
-	if err == nil && !resp.Deadline.After(c.Deadline) {
-		err = fmt.Errorf("the node granted %s, no later than the current deadline", resp.Deadline.UTC().Format(time.RFC3339))
-	}
-	if err == nil {
+	if err == nil && !resp.Deadline.Equal(c.Deadline) {
+		// The grant is authoritative, even one that does not extend the
+		// lease: it is what the node will reap by.
 		next := c
 		next.Deadline = resp.Deadline
 		if err = e.store.Put(context.WithoutCancel(ctx), key, next); err == nil {
-			e.leases.ok(key)
-			e.obs.Decision(ctx, "renew", "ok")
 			e.log.Info("lease renewed", "pod", key, "claim", c.ID, "deadline", next.Deadline, "lifetime_end", end)
 			e.rep.Renewed(ctx, ref, next)
-			return
 		}
+	}
+	if err == nil && !resp.Deadline.After(c.Deadline) {
+		err = fmt.Errorf("the node granted %s, no later than the deadline it replaces", resp.Deadline.UTC().Format(time.RFC3339))
+	}
+	if err == nil {
+		e.leases.ok(key)
+		e.obs.Decision(ctx, "renew", "ok")
+		return
 	}
 	e.leases.failed(key, now)
 	e.obs.Decision(ctx, "renew", "failed")
