@@ -74,6 +74,13 @@ func startNode(t *testing.T, simCfg sim.Config, extraArgs ...string) *vkNode {
 // startNodeEnv is startNode with extra environment variables.
 func startNodeEnv(t *testing.T, simCfg sim.Config, environ []string, extraArgs ...string) *vkNode {
 	t.Helper()
+	return startNodeAs(t, simCfg, rootToken, environ, extraArgs...)
+}
+
+// startNodeAs is startNodeEnv with vk-sandbox holding token (a tenant
+// token of simCfg, say) instead of the root token.
+func startNodeAs(t *testing.T, simCfg sim.Config, token string, environ []string, extraArgs ...string) *vkNode {
+	t.Helper()
 	simCfg.RootToken = rootToken
 	if simCfg.Pools == nil {
 		simCfg.Pools = map[pool.Key]int{{Template: "default"}: 16}
@@ -82,19 +89,19 @@ func startNodeEnv(t *testing.T, simCfg sim.Config, environ []string, extraArgs .
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := launchNode(t, s, httptest.NewServer(s.Handler()), environ, extraArgs)
+	n := launchNode(t, s, httptest.NewServer(s.Handler()), token, environ, extraArgs)
 	n.waitReady()
 	return n
 }
 
 // launchNode starts vk-sandbox against the emulator s served by srv, with
 // its own state file and token file, and stops both at the end of the test.
-func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, environ, extraArgs []string) *vkNode {
+func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, token string, environ, extraArgs []string) *vkNode {
 	t.Helper()
 	n := &vkNode{t: t, Name: fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1)), Sim: s, srv: srv, dir: t.TempDir(), Env: environ}
 	n.state = filepath.Join(n.dir, "state", "claims.json")
 	tokenFile := filepath.Join(n.dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(rootToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	n.args = append([]string{

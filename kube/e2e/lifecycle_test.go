@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,11 +16,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
@@ -282,6 +281,9 @@ func TestLifecycleOrphanIsReportedNotReleased(t *testing.T) {
 	}
 }
 
+// The NodeInventory is published spec-less, in the shape its consumer
+// reads, through the shipped structural CRD: every field the publisher
+// writes must survive pruning and be read back whole.
 func TestLifecycleNodeInventoryMatchesEmulator(t *testing.T) {
 	if err := env.InstallCRDs(context.Background(), "../../manifests/nodeinventory-crd.yaml"); err != nil {
 		t.Fatal(err)
@@ -289,30 +291,30 @@ func TestLifecycleNodeInventoryMatchesEmulator(t *testing.T) {
 	margs, scrape := metricsArgs(t)
 	n := startNode(t, sim.Config{}, append([]string{"--publish-inventory", "--publish-interval", "500ms"}, margs...)...)
 	ns := newNamespace(t)
-	addrs := map[string]string{} // claim id → owner addr
-	refs := map[string]string{}  // claim id → claimRef
+	keys := map[string]string{} // claim id → Pod key
 	for _, name := range []string{"inv0", "inv1"} {
 		createPod(t, sandboxPod(ns, name, n.Name))
 	}
 	for _, name := range []string{"inv0", "inv1"} {
 		p := waitRunning(t, ns, name)
-		refs[p.Annotations[kube.AnnClaimID]] = ns + "/" + name
+		keys[p.Annotations[kube.AnnClaimID]] = ns + "/" + name
 	}
-	for _, s := range n.live() {
-		full, err := n.simClient(t).Get(context.Background(), s.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[s.ID] = full.OwnerAddr
+	// Another client's VM on the same sandboxd is not this node's to publish.
+	if _, err := n.simClient(t).Claim(context.Background(), pool.ClaimRequest{Template: "default", ClaimRef: ns + "/inv0"}); err != nil {
+		t.Fatal(err)
 	}
 	u, _ := url.Parse(n.srv.URL)
 	_, dyn := clients(t)
 	sc := n.simClient(t)
+	rows := map[string]pool.Sandbox{}
+	for _, s := range n.live() {
+		rows[s.ID] = s
+	}
 
-	var spec map[string]any
+	var obj map[string]any
 	var mismatch string
 	poll(t, "NodeInventory matching the emulator", func(ctx context.Context) (bool, error) {
-		obj, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, n.Name, metav1.GetOptions{})
+		got, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			mismatch = err.Error()
 			return false, nil
@@ -321,12 +323,12 @@ func TestLifecycleNodeInventoryMatchesEmulator(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		spec, _, _ = unstructured.NestedMap(obj.Object, "spec")
-		mismatch = inventoryMismatch(spec, n.Name, u.Host, refs, addrs, info)
+		obj = got.Object
+		mismatch = inventoryMismatch(obj, n, u.Host, keys, rows, info)
 		return mismatch == "", nil
 	})
 	if mismatch != "" {
-		t.Fatalf("inventory: %s\nspec: %v", mismatch, spec)
+		t.Fatalf("inventory: %s\nobject: %v", mismatch, obj)
 	}
 
 	// Apply rate: one publish (listing + info + apply) per tick, whatever
@@ -347,41 +349,51 @@ func TestLifecycleNodeInventoryMatchesEmulator(t *testing.T) {
 	}
 }
 
-// inventoryMismatch compares a NodeInventory spec with the expectation; it
-// returns "" on a match.
-func inventoryMismatch(spec map[string]any, node, address string, refs, addrs map[string]string, info pool.Info) string {
-	if spec["node"] != node || spec["address"] != address {
-		return fmt.Sprintf("node %v address %v, want %s %s", spec["node"], spec["address"], node, address)
+// inventoryMismatch compares a NodeInventory object read back from the
+// apiserver with the emulator; it returns "" on a match.
+func inventoryMismatch(obj map[string]any, n *vkNode, address string, keys map[string]string, rows map[string]pool.Sandbox, info pool.Info) string {
+	if _, ok := obj["spec"]; ok {
+		return "the object has a spec: its consumer reads the top level"
 	}
-	if _, _, err := net.SplitHostPort(fmt.Sprint(spec["address"])); err != nil {
-		return "address is not host:port"
+	if obj["node"] != n.Name || obj["address"] != address {
+		return fmt.Sprintf("node %v address %v, want %s %s", obj["node"], obj["address"], n.Name, address)
 	}
-	entries, _ := spec["entries"].([]any)
-	if len(entries) != len(refs) {
-		return fmt.Sprintf("%d entries, want %d", len(entries), len(refs))
+	entries, _ := obj["entries"].([]any)
+	if len(entries) != len(keys) {
+		return fmt.Sprintf("%d entries, want %d (this node's VMs only)", len(entries), len(keys))
 	}
+	id := pipeline.Identity{Node: n.Name}
 	for _, e := range entries {
 		m, _ := e.(map[string]any)
-		id := fmt.Sprint(m["id"])
-		ref, ok := refs[id]
+		vm := fmt.Sprint(m["id"])
+		key, ok := keys[vm]
 		if !ok {
-			return "unexpected entry " + id
+			return "unexpected entry " + vm
 		}
-		if m["claimRef"] != ref || m["name"] != ref || m["addr"] != addrs[id] || m["phase"] != "Running" {
-			return fmt.Sprintf("entry %v, want claimRef/name %s addr %s phase Running", m, ref, addrs[id])
+		row := rows[vm]
+		want := map[string]any{
+			"name": key, "id": vm, "phase": "Running", "template": row.Key.Template,
+			"claimRef": id.ClaimRef(key), "addr": n.Sim.OwnerAddr(),
+			"deadline": row.Deadline.UTC().Format(time.RFC3339), "claimedAt": row.ClaimedAt.UTC().Format(time.RFC3339),
 		}
-		if _, err := time.Parse(time.RFC3339, fmt.Sprint(m["deadline"])); err != nil {
-			return fmt.Sprintf("entry %s deadline %v", id, m["deadline"])
+		if len(m) != len(want) {
+			return fmt.Sprintf("entry %v has %d fields, want %d: a field was pruned or added", m, len(m), len(want))
+		}
+		for k, v := range want {
+			if m[k] != v {
+				return fmt.Sprintf("entry %s: %s = %v, want %v", vm, k, m[k], v)
+			}
 		}
 	}
-	pools, _ := spec["pools"].([]any)
+	pools, _ := obj["pools"].([]any)
 	if len(pools) != len(info.Pools) {
 		return fmt.Sprintf("%d pools, want %d", len(pools), len(info.Pools))
 	}
 	for i, pl := range info.Pools {
 		m, _ := pools[i].(map[string]any)
-		if m["template"] != pl.Key.Template || fmt.Sprint(m["warm"]) != strconv.Itoa(pl.Warm) || fmt.Sprint(m["target"]) != strconv.Itoa(pl.Target) {
-			return fmt.Sprintf("pool %v, want %s warm %d target %d", m, pl.Key.Template, pl.Warm, pl.Target)
+		if m["template"] != pl.Key.Template || m["net"] != pl.Key.Net || m["size"] != pl.Key.Size ||
+			fmt.Sprint(m["warm"]) != strconv.Itoa(pl.Warm) || fmt.Sprint(m["target"]) != strconv.Itoa(pl.Target) {
+			return fmt.Sprintf("pool %v, want %+v", m, pl)
 		}
 	}
 	return ""

@@ -124,7 +124,7 @@ func startR1Node(t *testing.T, simCfg sim.Config, onRelease func(id, claimRef st
 	srv := httptest.NewUnstartedServer(rec)
 	srv.Config.ConnState = rec.connState
 	srv.Start()
-	n := launchNode(t, s, srv, nil, extraArgs)
+	n := launchNode(t, s, srv, rootToken, nil, extraArgs)
 	return n, rec
 }
 
