@@ -239,7 +239,6 @@ func rowLive(n *vkNode, key string) bool {
 	return ok
 }
 
-
 // A Pod that asks for two days on a node that grants at most 3s (24 h on a
 // real node) is renewed ahead of each grant and stays Running past it.
 func TestConformanceTwoDayLeaseIsRenewedPastTheGrant(t *testing.T) {
