@@ -54,7 +54,20 @@ type ClientOptions struct {
 	// keeps to sandboxd: at least the number of calls that can be in flight
 	// at once, or a burst churns through ephemeral ports. 0 or less means 256.
 	MaxIdleConns int
+	// AttemptTimeout bounds one attempt of every call but a claim: headers
+	// and body, however slowly sandboxd answers. 0 or less means 10s.
+	AttemptTimeout time.Duration
+	// ClaimTimeout bounds one claim attempt. A cold boot legitimately takes
+	// seconds, so it is longer. A claim that times out is ambiguous (the
+	// node may still finish it). 0 or less means 60s.
+	ClaimTimeout time.Duration
 }
+
+// Defaults of the per-attempt deadlines.
+const (
+	DefaultAttemptTimeout = 10 * time.Second
+	DefaultClaimTimeout   = 60 * time.Second
+)
 
 // Client speaks the sandboxd protocol (docs/architecture.md lists the calls
 // it makes). It is safe for concurrent use. Every call is bounded by its context; no call reads more
@@ -66,6 +79,8 @@ type Client struct {
 	hc    *http.Client
 	obs   Observer
 	retry RetryPolicy
+	// attempt and claimAttempt bound one attempt (see ClientOptions).
+	attempt, claimAttempt time.Duration
 	// pooled is the default transport under otelhttp (nil when the caller
 	// gave one): otelhttp.Transport has no CloseIdleConnections to forward.
 	pooled *http.Transport
@@ -121,9 +136,11 @@ func NewClient(o ClientOptions) (*Client, error) {
 			// bearer token to wherever the Location points.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		obs:    o.Observer,
-		retry:  o.Retry.withDefaults(),
-		pooled: pooled,
+		obs:          o.Observer,
+		retry:        o.Retry.withDefaults(),
+		pooled:       pooled,
+		attempt:      orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
+		claimAttempt: orDefault(o.ClaimTimeout, DefaultClaimTimeout),
 	}
 	if c.token != "" {
 		c.auth = []string{"Bearer " + c.token}
@@ -197,4 +214,11 @@ func (c *Client) CloseIdleConnections() {
 	if c.pooled != nil {
 		c.pooled.CloseIdleConnections()
 	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }

@@ -24,9 +24,23 @@ type exchange struct {
 
 // once makes a single attempt and reports it to the Observer. It returns the
 // body of a 2xx; every other status becomes an *HTTPError.
+//
+// The attempt has its own deadline, so a hung or trickling sandboxd cannot
+// hold a caller (and the key lock it may hold) for longer. An attempt that
+// runs out is a transport error: retryable, and for a claim ambiguous.
 func (c *Client) once(ctx context.Context, x exchange) (int, []byte, error) {
 	start := time.Now()
-	status, data, err := c.roundTrip(ctx, x)
+	limit := c.attempt
+	if x.verb == VerbClaim {
+		limit = c.claimAttempt
+	}
+	actx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	status, data, err := c.roundTrip(actx, x)
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		err = &transportError{verb: x.verb, id: x.id, err: err,
+			msg: fmt.Sprintf("no complete answer within %s (the attempt's deadline)", limit)}
+	}
 	if c.obs != nil {
 		c.obs.Request(x.verb, status, time.Since(start))
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
 // config is every flag of the binary. Each flag's default comes from its
@@ -35,6 +37,8 @@ type config struct {
 	LogLevel                            string
 	RequeueMax                          time.Duration
 	OwnerGetTimeout                     time.Duration
+	SandboxdTimeout                     time.Duration
+	SandboxdClaimTimeout                time.Duration
 	LeaseCheckInterval                  time.Duration
 	ShutdownTimeout                     time.Duration
 	DefaultRateLimiters                 bool
@@ -63,6 +67,20 @@ func envInt(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+// envDuration reads a duration default from the environment, like envInt.
+func envDuration(name string, def time.Duration) time.Duration {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		envErrs = append(envErrs, fmt.Errorf("$%s=%q: not a duration", name, v))
+		return def
+	}
+	return d
 }
 
 var envErrs []error
@@ -103,6 +121,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("VK_METRICS_ADDR", ":10261"), "Prometheus /metrics, /healthz and /readyz listen address; empty disables [VK_METRICS_ADDR]")
 	fs.StringVar(&c.LogLevel, "log-level", env("VK_LOG_LEVEL", "info"), "debug, info, warn or error [VK_LOG_LEVEL]")
 	fs.DurationVar(&c.RequeueMax, "requeue-max", 30*time.Second, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
+	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", envDuration("SANDBOXD_TIMEOUT", pool.DefaultAttemptTimeout), "deadline of one sandboxd request attempt (list, get, release, renew, info), body included [SANDBOXD_TIMEOUT]")
+	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", envDuration("SANDBOXD_CLAIM_TIMEOUT", pool.DefaultClaimTimeout), "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry [SANDBOXD_CLAIM_TIMEOUT]")
 	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", 5*time.Second, "timeout of the owner GET on delete; a timeout preserves the VM")
 	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight claims")
@@ -133,7 +153,8 @@ func parseFlags(args []string) (*config, error) {
 		}
 		c.AdvertiseAddr = u.Host
 	}
-	for name, d := range map[string]time.Duration{"--publish-interval": c.PublishInterval, "--lease-check-interval": c.LeaseCheckInterval} {
+	for name, d := range map[string]time.Duration{"--publish-interval": c.PublishInterval, "--lease-check-interval": c.LeaseCheckInterval,
+		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout} {
 		if d <= 0 {
 			return nil, fmt.Errorf("%s must be positive, got %s", name, d)
 		}

@@ -57,7 +57,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		BaseURL: cfg.SandboxdURL, Token: token, Observer: tel.Metrics.SandboxdObserver(),
 		// Claims run on the engine's workers, deletes on virtual-kubelet's:
 		// one idle connection for each, so a burst never redials.
-		MaxIdleConns: cfg.Shards*cfg.WorkersPerShard + cfg.VKWorkers,
+		MaxIdleConns:   cfg.Shards*cfg.WorkersPerShard + cfg.VKWorkers,
+		AttemptTimeout: cfg.SandboxdTimeout, ClaimTimeout: cfg.SandboxdClaimTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("sandboxd client: %w", err)

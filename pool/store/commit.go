@@ -64,14 +64,11 @@ func (s *Store) Apply(ctx context.Context, ops ...Op) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.q.mu.Lock()
-	if !r.taken {
-		r.cancelled = true
-		s.q.mu.Unlock()
+	if s.q.withdraw(r) {
 		return fmt.Errorf("store: commit not started: %w", ctx.Err())
 	}
-	s.q.mu.Unlock()
 	// The writer owns the request: report its real outcome, never "unknown".
+	_ = s.failpoint("cancelledAfterTake") // lets a test see this wait begin
 	err := <-r.done
 	annotate(ctx, r.group)
 	return err
@@ -103,6 +100,7 @@ func (s *Store) run() {
 			return
 		}
 		g, err := s.commit(batch)
+		s.q.settle(batch) // after commit applied the batch: see queue.absent
 		for i, r := range batch {
 			r.group = g
 			r.done <- err
@@ -133,6 +131,11 @@ func (s *Store) commit(batch []*request) (groupStat, error) {
 			n++
 		}
 	}
+	// The marker goes in the same write: a group without it never counts,
+	// so a power cut that keeps only some of its sectors loses only this
+	// unacknowledged group, and no second fsync is needed.
+	recs := len(buf)
+	buf = appendMarker(buf, n, buf[:recs], s.salt)
 	if cap(buf) <= 1<<20 {
 		s.buf = buf
 	} else {
@@ -147,8 +150,9 @@ func (s *Store) commit(batch []*request) (groupStat, error) {
 		s.dirty = true
 		return groupStat{}, fmt.Errorf("store: %s: fsync after appending %d records (not acknowledged): %w", s.path, n, err)
 	}
+	s.size += int64(len(buf))
 	s.records += n
-	s.keepTail(buf, n)
+	s.keepTail(buf[:recs], n)
 	s.mu.Lock()
 	for _, r := range batch {
 		for i := range r.ops {

@@ -136,25 +136,65 @@ func TestApplyIsOneGroupCommit(t *testing.T) {
 	}
 }
 
-// blockingFsync holds the writer inside its first fsync until released.
+// blockingFsync holds the writer inside its first fsync after arm (Open's
+// own fsync of a new log's header comes before) until released. waiting is
+// closed once a caller whose context ended waits for a request the writer
+// had already taken.
 type blockingFsync struct {
 	entered chan struct{}
 	release chan struct{}
+	waiting chan struct{}
+	armed   atomic.Bool
 	fired   atomic.Bool
+	once    sync.Once
+}
+
+func newBlockingFsync() *blockingFsync {
+	return &blockingFsync{entered: make(chan struct{}), release: make(chan struct{}), waiting: make(chan struct{})}
 }
 
 func (b *blockingFsync) failpoint(point string) error {
-	if point == "fsyncFile" && b.fired.CompareAndSwap(false, true) {
+	switch {
+	case point == "fsyncFile" && b.armed.Load() && b.fired.CompareAndSwap(false, true):
 		b.entered <- struct{}{}
 		<-b.release
+	case point == "cancelledAfterTake":
+		b.once.Do(func() { close(b.waiting) })
 	}
 	return nil
 }
 
+// waitFor polls cond until it holds, and fails the test if it does not
+// within 10s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Microsecond) // poll interval
+	}
+}
+
+// within waits for ch to be closed or to deliver, and fails the test if it
+// does not within 10s.
+func within[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
 func TestGetNeverShowsACommitBeforeItIsDurable(t *testing.T) {
-	b := &blockingFsync{entered: make(chan struct{}), release: make(chan struct{})}
+	b := newBlockingFsync()
 	s := mustOpen(t, statePath(t), Options{failpoint: b.failpoint})
 	defer mustClose(t, s)
+	b.armed.Store(true)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Put(context.Background(), "ns/a", testClaim(1)) }()
 	<-b.entered // written, not yet fsynced
@@ -171,15 +211,16 @@ func TestGetNeverShowsACommitBeforeItIsDurable(t *testing.T) {
 }
 
 func TestContextEndingAfterTheWriterTookARequestStillReportsItsOutcome(t *testing.T) {
-	b := &blockingFsync{entered: make(chan struct{}), release: make(chan struct{})}
+	b := newBlockingFsync()
 	s := mustOpen(t, statePath(t), Options{failpoint: b.failpoint})
 	defer mustClose(t, s)
+	b.armed.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- s.Put(ctx, "ns/a", testClaim(1)) }()
 	<-b.entered
 	cancel()
-	time.Sleep(10 * time.Millisecond) // let Put observe the cancellation
+	within(t, "Put to see its context end and wait for the taken request", b.waiting)
 	close(b.release)
 	if err := <-errc; err != nil {
 		t.Fatalf("Put whose commit became durable returned %v", err)
@@ -190,9 +231,10 @@ func TestContextEndingAfterTheWriterTookARequestStillReportsItsOutcome(t *testin
 }
 
 func TestContextEndingBeforeTheWriterTookARequestWithdrawsIt(t *testing.T) {
-	b := &blockingFsync{entered: make(chan struct{}), release: make(chan struct{})}
+	b := newBlockingFsync()
 	s := mustOpen(t, statePath(t), Options{failpoint: b.failpoint})
 	defer mustClose(t, s)
+	b.armed.Store(true)
 	first := make(chan error, 1)
 	go func() { first <- s.Put(context.Background(), "ns/first", testClaim(1)) }()
 	<-b.entered // the writer is busy with "first"

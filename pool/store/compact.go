@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 	"time"
 )
@@ -15,13 +16,19 @@ import (
 // temp file, fsyncs it and renames it over the state file. Snapshot plus
 // tail replays to the table as it is at the switch, so the new file loses
 // nothing, and until the rename the old log stays whole and authoritative.
+//
+// The new file has its own salt, so the groups of the tail are re-sealed
+// for it (sealGroups) rather than copied with their old markers.
 type compaction struct {
-	tmp   *os.File
-	rows  int        // records in the snapshot
-	tail  []byte     // records acknowledged from the old log since the snapshot
-	tailN int        // records in tail
-	done  chan error // buffered; the compactor's one result
-	start time.Time
+	tmp    *os.File
+	salt   uint64      // the new file's
+	rows   int         // records in the snapshot
+	size   int64       // bytes of the snapshot; set by the compactor before it sends on done
+	tail   []byte      // records acknowledged from the old log since the snapshot
+	groups []tailGroup // tail's groups, in order
+	tailN  int         // records in tail
+	done   chan error  // buffered; the compactor's one result
+	start  time.Time
 }
 
 // maybeCompact runs on the writer after every acknowledged batch. It
@@ -56,9 +63,13 @@ func (s *Store) maybeCompact() {
 		return
 	}
 	lines := s.snapshot()
-	c := &compaction{tmp: tmp, rows: len(lines), done: make(chan error, 1), start: time.Now()}
+	c := &compaction{tmp: tmp, salt: newSalt(), rows: len(lines), done: make(chan error, 1), start: time.Now()}
 	s.compacting = c
-	go func() { c.done <- s.writeSnapshot("compact", tmp, lines) }()
+	go func() {
+		size, err := s.writeSnapshot("compact", tmp, lines, c.salt)
+		c.size = size
+		c.done <- err
+	}()
 }
 
 // compactEnded reports a compaction that was installed (err nil) or
@@ -77,11 +88,13 @@ func (s *Store) compactEnded(start time.Time, err error) {
 	}
 }
 
-// keepTail records a batch just acknowledged from the old log, so that the
-// compaction in flight carries it into the new file.
-func (s *Store) keepTail(buf []byte, records int) {
+// keepTail records a batch just acknowledged from the old log (its
+// records, without their marker), so that the compaction in flight carries
+// it into the new file as one group.
+func (s *Store) keepTail(recs []byte, records int) {
 	if c := s.compacting; c != nil {
-		c.tail = append(c.tail, buf...)
+		c.tail = append(c.tail, recs...)
+		c.groups = append(c.groups, tailGroup{n: records, size: len(recs)})
 		c.tailN += records
 	}
 }
@@ -89,8 +102,11 @@ func (s *Store) keepTail(buf []byte, records int) {
 // switchTo completes c on the writer: the tail goes after the durable
 // snapshot, then the file is installed.
 func (s *Store) switchTo(c *compaction) error {
-	if len(c.tail) > 0 {
-		if _, err := c.tmp.Write(c.tail); err != nil {
+	size := c.size
+	if len(c.groups) > 0 {
+		buf := sealGroups(make([]byte, 0, len(c.tail)+len(c.groups)*128), c.tail, c.groups, c.salt)
+		size += int64(len(buf))
+		if _, err := c.tmp.Write(buf); err != nil {
 			discard(c.tmp)
 			return fmt.Errorf("store: %s: compact: write %s: %w", s.path, c.tmp.Name(), err)
 		}
@@ -99,22 +115,31 @@ func (s *Store) switchTo(c *compaction) error {
 			return fmt.Errorf("store: %s: compact: fsync %s: %w", s.path, c.tmp.Name(), err)
 		}
 	}
-	return s.install("compact", c.tmp, c.rows+c.tailN, c.start)
+	return s.install("compact", c.tmp, c.rows+c.tailN, size, c.salt, c.start)
 }
 
 // abandonCompaction waits for the compactor, if one runs, and drops its
 // file. The writer calls it before a rewrite, which supersedes it, and Close
 // calls it once the writer has stopped.
+//
+// A compaction that failed on its own is still reported as failed: whether
+// the writer noticed its result at a batch boundary before the rewrite or
+// Close came depends only on goroutine scheduling, and the count of failed
+// compactions must not. One that succeeded but is dropped is not reported:
+// it was never installed, and it did not fail.
 func (s *Store) abandonCompaction() {
 	if c := s.compacting; c != nil {
-		<-c.done
+		err := <-c.done
 		discard(c.tmp)
 		s.compacting = nil
+		if err != nil {
+			s.compactEnded(c.start, err)
+		}
 	}
 }
 
 // rewrite replaces the file with a snapshot of rows, synchronously: a normal
-// log holding one put record per row. It serves recovery from a failed
+// log holding one put record per row, with a new salt. It serves recovery from a failed
 // commit (dirty), migration of the reference format, and Close. A failure
 // before the rename leaves the old file in place and changes nothing; see
 // install for a failure after it.
@@ -126,11 +151,13 @@ func (s *Store) rewrite(why string) error {
 		return err
 	}
 	lines := s.snapshot()
-	if err := s.writeSnapshot(why, tmp, lines); err != nil {
+	salt := newSalt()
+	size, err := s.writeSnapshot(why, tmp, lines, salt)
+	if err != nil {
 		discard(tmp)
 		return err
 	}
-	return s.install(why, tmp, len(lines), start)
+	return s.install(why, tmp, len(lines), size, salt, start)
 }
 
 // createTemp makes the file a rewrite is written to, in the state file's
@@ -158,34 +185,50 @@ func (s *Store) snapshot() [][]byte {
 	return lines
 }
 
-// writeSnapshot writes lines to tmp and fsyncs it. It may run on the
-// compactor goroutine: it touches only tmp, lines and read-only options.
-func (s *Store) writeSnapshot(why string, tmp *os.File, lines [][]byte) error {
+// writeSnapshot writes a log holding lines to tmp, in the current format
+// (a header for salt, then groups of at most snapshotGroup records), fsyncs
+// it and returns its size. It may run on the compactor goroutine: it
+// touches only tmp, lines and read-only options.
+func (s *Store) writeSnapshot(why string, tmp *os.File, lines [][]byte, salt uint64) (int64, error) {
 	w := s.wbuf // one snapshot is written at a time: see rewrite and abandonCompaction
 	w.Reset(tmp)
 	defer w.Reset(nil)
-	for _, line := range lines {
-		w.Write(line) // a write error sticks and is returned by Flush
+	hdr := encodeHeader(salt)
+	w.Write(hdr) // a write error sticks and is returned by Flush
+	size := int64(len(hdr))
+	var marker []byte
+	for len(lines) > 0 {
+		group := lines[:min(snapshotGroup, len(lines))]
+		lines = lines[len(group):]
+		sum, n := groupSeed(salt), 0
+		for _, line := range group {
+			w.Write(line)
+			sum = crc32.Update(sum, castagnoli, line)
+			n += len(line)
+		}
+		marker = appendMarkerSum(marker[:0], len(group), n, sum)
+		w.Write(marker)
+		size += int64(n + len(marker))
 	}
 	if err := s.failpoint("rewrite"); err != nil {
-		return fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
+		return 0, fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
+		return 0, fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
 	}
 	if _, err := s.syncFile(tmp); err != nil {
-		return fmt.Errorf("store: %s: %s: fsync %s: %w", s.path, why, tmp.Name(), err)
+		return 0, fmt.Errorf("store: %s: %s: fsync %s: %w", s.path, why, tmp.Name(), err)
 	}
-	return nil
+	return size, nil
 }
 
-// install renames the durable tmp, holding records records, over the state
-// file and fsyncs the directory; the rename is the commit point. On success
+// install renames the durable tmp, a log of size bytes holding records
+// records and sealed with salt, over the state file and fsyncs the directory; the rename is the commit point. On success
 // f is the new file, positioned at its end. A failure before the rename
 // drops tmp and changes nothing. A failure after it (the directory fsync)
 // switches f to the new file but leaves the store dirty, so nothing is
 // acknowledged until a later rewrite fsyncs the directory.
-func (s *Store) install(why string, tmp *os.File, records int, start time.Time) error {
+func (s *Store) install(why string, tmp *os.File, records int, size int64, salt uint64, start time.Time) error {
 	err := s.failpoint("rename")
 	if err == nil {
 		err = os.Rename(tmp.Name(), s.path)
@@ -199,7 +242,7 @@ func (s *Store) install(why string, tmp *os.File, records int, start time.Time) 
 		// take a while (more so with -o discard): not on the commit path.
 		go old.Close()
 	}
-	s.f, s.records = tmp, records
+	s.f, s.records, s.size, s.salt = tmp, records, size, salt
 	if err := s.syncDir(); err != nil {
 		s.dirty = true
 		return fmt.Errorf("store: %s: %s: after rename: %w", s.path, why, err)

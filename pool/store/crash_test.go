@@ -31,10 +31,8 @@ func stormClaim(v string) Claim {
 }
 
 // TestHelperCommitStorm is the child of TestCrashKeepsEveryAcknowledgedCommit:
-// several goroutines commit puts and deletes on their own keys until the
-// process is killed. Before each op it prints "I <op> <key> [value]" (the
-// op may be in flight), and after the op returned nil "A <op> <key>
-// [value]" (acknowledged), straight to the stdout pipe.
+// a commitStorm until the process is killed, its lines printed straight to
+// the stdout pipe.
 func TestHelperCommitStorm(t *testing.T) {
 	path := os.Getenv(helperPathEnv)
 	if path == "" {
@@ -52,18 +50,31 @@ func TestHelperCommitStorm(t *testing.T) {
 		os.Exit(3)
 	}
 	emit("READY")
-	run := os.Getenv(helperRunEnv)
+	commitStorm(s, os.Getenv(helperRunEnv), emit, func(err error) {
+		emit("ERR %v", err)
+		os.Exit(4)
+	})
+	select {} // until SIGKILL
+}
+
+// commitStorm starts stormWorkers goroutines that commit puts and deletes
+// on their own keys. Before each op a worker emits "I <op> <key> [value]"
+// (the op may be in flight), and after it returned nil "A <op> <key>
+// [value]" (acknowledged). A worker whose op fails calls failed and stops.
+// The returned function waits for every worker to stop.
+func commitStorm(s *Store, run string, emit func(format string, args ...any), failed func(error)) (wait func()) {
 	ctx := context.Background()
+	var wg sync.WaitGroup
 	for g := range stormWorkers {
-		go func() {
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
 			for i := 0; ; i++ {
 				key := fmt.Sprintf("ns/w%d-k%d", g, rng.IntN(stormKeys))
 				if rng.IntN(10) < 3 {
 					emit("I D %s", key)
 					if err := s.Delete(ctx, key); err != nil {
-						emit("ERR %v", err)
-						os.Exit(4)
+						failed(err)
+						return
 					}
 					emit("A D %s", key)
 					continue
@@ -71,22 +82,98 @@ func TestHelperCommitStorm(t *testing.T) {
 				v := fmt.Sprintf("r%s-w%d-%d", run, g, i)
 				emit("I P %s %s", key, v)
 				if err := s.Put(ctx, key, stormClaim(v)); err != nil {
-					emit("ERR %v", err)
-					os.Exit(4)
+					failed(err)
+					return
 				}
 				emit("A P %s %s", key, v)
 			}
-		}()
+		})
 	}
-	select {} // until SIGKILL
+	return wg.Wait
 }
 
-// stormOutcome is what one child's output allows for a key: the state after
-// its acknowledged ops, or, if an op was in flight at the kill, the state
-// after that op too. "" means absent.
+// stormOutcome is what one storm's output allows for a key: the state
+// after its acknowledged ops, or, if an op was in flight when the process
+// died, the state after that op too. "" means absent.
 type stormOutcome struct {
 	acked    string
 	inFlight *string
+}
+
+// stormTally counts what the checks of a series of storms saw.
+type stormTally struct {
+	ackedPuts, ackedDels, inFlightLanded, inFlightLost, tornRecoveries int
+	unsynced, kept                                                     int // sectors, at power cuts
+}
+
+// checkStorm checks s, reopened after a storm that wrote lines ("I <op>
+// <key> [value]" before an op, "A <op> <key> [value]" once it returned
+// nil), against model, the verified durable state before the storm: every
+// acknowledged op is there, an op in flight landed or not, and nothing else
+// changed. It returns the new verified state.
+func checkStorm(t *testing.T, run int, model map[string]string, lines []string, s *Store, tally *stormTally) map[string]string {
+	t.Helper()
+	outcomes := map[string]*stormOutcome{}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 3 || (f[0] != "I" && f[0] != "A") {
+			if l != "READY" {
+				t.Fatalf("run %d: storm said %q", run, l)
+			}
+			continue
+		}
+		key, val := f[2], ""
+		if f[1] == "P" {
+			val = f[3]
+		}
+		o := outcomes[key]
+		if o == nil {
+			o = &stormOutcome{acked: model[key]}
+			outcomes[key] = o
+		}
+		if f[0] == "I" {
+			o.inFlight = &val
+			continue
+		}
+		o.acked, o.inFlight = val, nil
+		if f[1] == "P" {
+			tally.ackedPuts++
+		} else {
+			tally.ackedDels++
+		}
+	}
+	got := map[string]string{}
+	s.Range(func(k string, c Claim) bool {
+		if !sameClaim(c, stormClaim(c.ID)) {
+			t.Errorf("run %d: %s holds a damaged claim %+v", run, k, c)
+		}
+		got[k] = c.ID
+		return true
+	})
+	for k, v := range model {
+		if _, touched := outcomes[k]; !touched && got[k] != v {
+			t.Fatalf("run %d: untouched key %s is %q, was %q", run, k, got[k], v)
+		}
+	}
+	for k, o := range outcomes {
+		switch g := got[k]; {
+		case g == o.acked:
+			if o.inFlight != nil && *o.inFlight != o.acked {
+				tally.inFlightLost++
+			}
+		case o.inFlight != nil && g == *o.inFlight:
+			tally.inFlightLanded++
+		default:
+			t.Fatalf("run %d: key %s is %q after the crash; acknowledged state %q (in flight: %v)",
+				run, k, g, o.acked, o.inFlight)
+		}
+	}
+	for k := range got {
+		if _, known := model[k]; !known && outcomes[k] == nil {
+			t.Fatalf("run %d: key %s appeared from nowhere", run, k)
+		}
+	}
+	return got
 }
 
 func TestCrashKeepsEveryAcknowledgedCommit(t *testing.T) {
@@ -96,89 +183,27 @@ func TestCrashKeepsEveryAcknowledgedCommit(t *testing.T) {
 	const runs = 20
 	path := statePath(t)
 	model := map[string]string{} // verified durable state: key -> value
-	var ackedPuts, ackedDels, inFlightLanded, inFlightLost, tornRecoveries int
+	var tally stormTally
 	for run := range runs {
 		lines, err := runStorm(t, path, run, time.Duration(5+rand.IntN(76))*time.Millisecond)
 		if err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
-		outcomes := map[string]*stormOutcome{}
-		for _, l := range lines {
-			f := strings.Fields(l)
-			if len(f) < 3 || (f[0] != "I" && f[0] != "A") {
-				if l != "READY" {
-					t.Fatalf("run %d: child said %q", run, l)
-				}
-				continue
-			}
-			key, val := f[2], ""
-			if f[1] == "P" {
-				val = f[3]
-			}
-			o := outcomes[key]
-			if o == nil {
-				prev := model[key]
-				o = &stormOutcome{acked: prev}
-				outcomes[key] = o
-			}
-			if f[0] == "I" {
-				o.inFlight = &val
-				continue
-			}
-			o.acked, o.inFlight = val, nil
-			if f[1] == "P" {
-				ackedPuts++
-			} else {
-				ackedDels++
-			}
-		}
-
 		lg, logs := capture()
 		s, err := Open(path, Options{Logger: lg})
 		if err != nil {
 			t.Fatalf("run %d: Open after SIGKILL failed: %v", run, err)
 		}
 		if strings.Contains(logs.String(), "torn tail") {
-			tornRecoveries++
+			tally.tornRecoveries++
 		}
-		got := map[string]string{}
-		s.Range(func(k string, c Claim) bool {
-			if !sameClaim(c, stormClaim(c.ID)) {
-				t.Errorf("run %d: %s holds a damaged claim %+v", run, k, c)
-			}
-			got[k] = c.ID
-			return true
-		})
+		model = checkStorm(t, run, model, lines, s, &tally)
 		mustClose(t, s)
-		for k, v := range model {
-			if _, touched := outcomes[k]; !touched && got[k] != v {
-				t.Fatalf("run %d: untouched key %s is %q, was %q", run, k, got[k], v)
-			}
-		}
-		for k, o := range outcomes {
-			switch g := got[k]; {
-			case g == o.acked:
-				if o.inFlight != nil && *o.inFlight != o.acked {
-					inFlightLost++
-				}
-			case o.inFlight != nil && g == *o.inFlight:
-				inFlightLanded++
-			default:
-				t.Fatalf("run %d: key %s is %q after the crash; acknowledged state %q (in flight: %v)",
-					run, k, g, o.acked, o.inFlight)
-			}
-		}
-		for k := range got {
-			if _, known := model[k]; !known && outcomes[k] == nil {
-				t.Fatalf("run %d: key %s appeared from nowhere", run, k)
-			}
-		}
-		model = got
 	}
 	t.Logf("%d SIGKILLs: %d acknowledged puts and %d acknowledged deletes all kept; "+
 		"in-flight ops at the kill: %d landed, %d did not; %d torn tails truncated; %d rows at the end",
-		runs, ackedPuts, ackedDels, inFlightLanded, inFlightLost, tornRecoveries, len(model))
-	if ackedPuts == 0 {
+		runs, tally.ackedPuts, tally.ackedDels, tally.inFlightLanded, tally.inFlightLost, tally.tornRecoveries, len(model))
+	if tally.ackedPuts == 0 {
 		t.Fatal("the children acknowledged nothing: the test proved nothing")
 	}
 }

@@ -30,24 +30,27 @@ func (e *CorruptError) Error() string {
 
 // tornTail is a damaged end of the log that recovery truncates.
 type tornTail struct {
-	offset  int64 // truncate to this length: the end of the last whole record
+	offset  int64 // truncate to this length: the end of the last whole record (v1) or committed group (v2)
 	size    int64 // file size as found
 	line    int
 	reason  string
-	records int // damaged lines dropped
+	records int // lines dropped
 }
 
 // loaded is the result of reading the state file.
 type loaded struct {
 	rows      map[string]row
-	records   int       // whole records in the log (after truncation)
-	torn      *tornTail // nil when the log ends on a whole record
+	records   int       // put and del records in the log (after truncation)
+	torn      *tornTail // nil when the log ends on a whole record or committed group
 	reference bool      // the file was in the reference format
+	version   int       // log format: 0 (no file, or nothing in it), 1 or formatVersion
+	salt      uint64    // version 2: the salt of the file's commit markers
 }
 
 // load reads path. A missing or empty file is an empty table; a file that
-// starts with the record frame (or with a prefix of it: a torn first record)
-// is a log; anything else must be a reference document.
+// starts with the record frame (or with a prefix of it, possibly followed
+// by zeros: a first write torn by a power cut) is a log; anything else must
+// be a reference document.
 func load(path string) (*loaded, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -65,7 +68,7 @@ func load(path string) (*loaded, error) {
 	switch {
 	case len(head) == 0:
 		return &loaded{rows: map[string]row{}}, nil
-	case bytes.HasPrefix([]byte(framePrefix), head):
+	case looksLikeLog(head):
 		return decodeLog(path, br)
 	default:
 		data, err := io.ReadAll(br)
@@ -80,59 +83,62 @@ func load(path string) (*loaded, error) {
 	}
 }
 
-// decodeLog replays the log. The recovery rule: a line that is not a whole
-// record (unterminated, bad frame, bad checksum) is a torn tail if no whole
-// record follows it, and corruption if one does. A whole record with a bad
-// body (checksum fine, content not) is never a torn write: it is corruption
-// wherever it is.
+// looksLikeLog reports whether head, the file's first bytes, can start a
+// log: a prefix of the record frame, possibly followed by zeros. A reference
+// document cannot contain a NUL byte at all.
+func looksLikeLog(head []byte) bool {
+	for i, c := range head {
+		if c == 0 {
+			return true
+		}
+		if c != framePrefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeLog reads a log of either version: one whose first line is a
+// whole format header is version 2; any other is version 1, including a
+// file whose first line is damaged (a version 2 header torn by a power cut
+// before its first fsync is a torn tail by the version 1 rules too, since
+// nothing can follow it).
 func decodeLog(path string, br *bufio.Reader) (*loaded, error) {
-	ld := &loaded{rows: map[string]row{}}
-	var (
-		off  int64
-		line int
-		acc  []byte
-		torn *tornTail
-	)
-	for {
-		b, rerr := readLine(br, &acc)
-		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return nil, fmt.Errorf("store: %s: read at byte offset %d: %w", path, off, rerr)
-		}
-		if len(b) == 0 {
-			break
-		}
-		line++
-		rec, err := parseLine(b)
-		whole := err == nil || !isFrameError(err)
-		switch {
-		case torn != nil && whole:
-			// A whole record after damage: the damage is not a tail.
-			return nil, &CorruptError{Path: path, Offset: torn.offset, Line: torn.line,
-				Reason: torn.reason + ", followed by a whole record at line " + itoa(line)}
-		case torn != nil:
-			torn.records++
-		case err != nil && whole:
-			return nil, &CorruptError{Path: path, Offset: off, Line: line, Reason: err.Error()}
-		case err != nil:
-			torn = &tornTail{offset: off, line: line, reason: err.Error(), records: 1}
-		default:
-			ld.records++
-			if rec.Op == opDel {
-				delete(ld.rows, rec.Key)
-			} else {
-				ld.rows[rec.Key] = row{claim: *rec.Claim, line: bytes.Clone(b)}
-			}
-		}
-		off += int64(len(b))
-		if rerr != nil {
-			break
-		}
+	salt, n, ok, err := readHeader(path, br)
+	if err != nil {
+		return nil, err
 	}
-	if torn != nil {
-		torn.size = off
-		ld.torn = torn
+	if !ok {
+		return decodeV1(path, br)
 	}
-	return ld, nil
+	return decodeGroups(path, br, salt, n)
+}
+
+// maxHeader bounds the first line of a version 2 log.
+const maxHeader = 128
+
+// readHeader consumes the format header, if the log starts with a whole
+// one, and returns its salt and length. A whole header of another version
+// is a *CorruptError: this binary cannot know how to read it.
+func readHeader(path string, br *bufio.Reader) (salt uint64, n int, ok bool, err error) {
+	head, _ := br.Peek(maxHeader) // short at the end of the file; any read error recurs below
+	i := bytes.IndexByte(head, '\n')
+	if i < 0 {
+		return 0, 0, false, nil
+	}
+	rec, perr := parseLine(head[:i+1])
+	if perr != nil || rec.Op != opFormat {
+		return 0, 0, false, nil
+	}
+	if rec.Version != formatVersion {
+		return 0, 0, false, &CorruptError{Path: path, Line: 1,
+			Reason: "log format version " + itoa(rec.Version) + " is not supported by this binary (written by a newer version?)"}
+	}
+	salt, _ = parseHex(rec.Salt, saltDigits)
+	if _, err := br.Discard(i + 1); err != nil {
+		return 0, 0, false, fmt.Errorf("store: %s: read: %w", path, err)
+	}
+	return salt, i + 1, true, nil
 }
 
 // parseLine decodes one line (with its newline). Frame errors (see
@@ -160,17 +166,27 @@ func parseLine(b []byte) (record, error) {
 	if err := decodeBody(body, &rec); err != nil {
 		return rec, errors.New("record body: " + jsonReason(err))
 	}
-	if rec.Key == "" {
-		return rec, errors.New("record with an empty key")
-	}
 	switch rec.Op {
-	case opDel:
-	case opPut:
+	case opDel, opPut:
+		if rec.Key == "" {
+			return rec, errors.New("record with an empty key")
+		}
+		if rec.Op == opDel {
+			break
+		}
 		if rec.Claim == nil {
 			return rec, fmt.Errorf("put %s without a claim", rec.Key)
 		}
 		if reason := checkClaim(rec.Claim); reason != "" {
 			return rec, fmt.Errorf("put %s: %s", rec.Key, reason)
+		}
+	case opCommit:
+		if _, ok := parseHex(rec.Sum, sumDigits); !ok || rec.N < 1 || rec.Len < rec.N {
+			return rec, errors.New("malformed commit marker")
+		}
+	case opFormat:
+		if _, ok := parseHex(rec.Salt, saltDigits); !ok || rec.Version < 1 {
+			return rec, errors.New("malformed format header")
 		}
 	default:
 		return rec, fmt.Errorf("unknown record op %.32q (written by a newer version?)", rec.Op)
@@ -208,6 +224,26 @@ func parseHex32(b []byte) (uint32, bool) {
 			v = v<<4 | uint32(c-'0')
 		case 'a' <= c && c <= 'f':
 			v = v<<4 | uint32(c-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+// parseHex parses exactly digits lowercase hex digits, as the encoders
+// write them.
+func parseHex(s string, digits int) (uint64, bool) {
+	if len(s) != digits {
+		return 0, false
+	}
+	var v uint64
+	for i := range len(s) {
+		switch c := s[i]; {
+		case '0' <= c && c <= '9':
+			v = v<<4 | uint64(c-'0')
+		case 'a' <= c && c <= 'f':
+			v = v<<4 | uint64(c-'a'+10)
 		default:
 			return 0, false
 		}

@@ -24,9 +24,10 @@ func decodeBody(body []byte, rec *record) error {
 // fastDecode parses
 //
 //	{"op":"del","key":S}
+//	{"op":"commit","n":D,"len":D,"sum":S}
 //	{"op":"put","key":S,"claim":{"id":S,"token":S,"address":S,"podUID":S,"claimedAt":T,"deadline":T[,"ownerUID":S][,"owner":S]}}
 //
-// where every S is a string without escapes, control bytes or invalid UTF-8
+// where every D is a JSON integer of at most 18 digits and every S is a string without escapes, control bytes or invalid UTF-8
 // (for which encoding/json returns the bytes unchanged) and every T is a
 // string that time.Time.UnmarshalJSON accepts (what encoding/json calls).
 // All strings of a record share one allocation.
@@ -39,6 +40,9 @@ func fastDecode(b []byte, rec *record) bool {
 		}
 		*rec = record{Op: opDel, Key: string(k)}
 		return true
+	}
+	if p.lit(`{"op":"commit","n":`) {
+		return p.marker(rec)
 	}
 	var raw [7][]byte // key, id, token, address, podUID, ownerUID, owner
 	var at, dl time.Time
@@ -133,4 +137,39 @@ func (p *fastParser) time(t *time.Time) bool {
 	}
 	p.b = p.b[end+1:]
 	return true
+}
+
+// marker parses the rest of a commit marker, after its "n":.
+func (p *fastParser) marker(rec *record) bool {
+	var sum []byte
+	n, ok := p.uint()
+	if !ok || !p.lit(`,"len":`) {
+		return false
+	}
+	size, ok := p.uint()
+	if !ok || !p.lit(`,"sum":`) || !p.strTo(&sum) || !p.lit("}") || len(p.b) != 0 {
+		return false
+	}
+	*rec = record{Op: opCommit, N: n, Len: size, Sum: string(sum)}
+	return true
+}
+
+// uint consumes a non-negative JSON integer as encoding/json reads it into
+// an int: no leading zero, no sign, fraction or exponent, and few enough
+// digits that it cannot overflow.
+func (p *fastParser) uint() (int, bool) {
+	i, v := 0, 0
+	for ; i < len(p.b) && i < 19 && '0' <= p.b[i] && p.b[i] <= '9'; i++ {
+		v = v*10 + int(p.b[i]-'0')
+	}
+	if i == 0 || i > 18 || (i > 1 && p.b[0] == '0') {
+		return 0, false
+	}
+	if i < len(p.b) {
+		if c := p.b[i]; c == '.' || c == 'e' || c == 'E' {
+			return 0, false
+		}
+	}
+	p.b = p.b[i:]
+	return v, true
 }

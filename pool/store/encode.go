@@ -33,11 +33,18 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // record is the body of a line: a put carries the whole claim (so any put
-// record alone restores its row), a delete carries only the key.
+// record alone restores its row), a delete carries only the key. The
+// remaining fields belong to the format header and the commit marker of
+// version 2 (group.go); they are zero, and omitted, in a put or a del.
 type record struct {
-	Op    string `json:"op"`
-	Key   string `json:"key"`
-	Claim *Claim `json:"claim,omitempty"`
+	Op      string `json:"op"`
+	Key     string `json:"key"`
+	Claim   *Claim `json:"claim,omitempty"`
+	Version int    `json:"version,omitempty"`
+	Salt    string `json:"salt,omitempty"`
+	N       int    `json:"n,omitempty"`
+	Len     int    `json:"len,omitempty"`
+	Sum     string `json:"sum,omitempty"`
 }
 
 // Op is one mutation for Apply: a put of Claim under Key, or, with Delete
@@ -227,8 +234,8 @@ func appendJSONString(dst []byte, s string) []byte {
 
 func crc32Sum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
-// errUnterminated, errBadFrame and errChecksum mark a line that is not a whole record: at the
-// tail it is torn, anywhere else it is corruption.
+// errUnterminated, errBadFrame and errChecksum mark a line that is not a
+// whole record: at the tail it is torn, anywhere else it is corruption.
 var (
 	errUnterminated = errors.New("unterminated record")
 	errBadFrame     = errors.New("bad record frame")

@@ -160,8 +160,10 @@ func TestFailedCompactionKeepsTheLogAndBacksOff(t *testing.T) {
 	if n := f.reached("rewrite"); n == 0 || n > 40/4+1 {
 		t.Fatalf("compaction attempted %d times in 40 commits", n)
 	}
-	// Close abandons an attempt in flight without reporting it.
-	if n := obs.compactFailures.Load(); n == 0 || n > int64(f.reached("rewrite")) || obs.compactions.Load() != 0 {
+	// Every attempt failed and is reported once, whether the writer saw its
+	// result between two commits or Close found it still in flight (how
+	// many commits the compactor takes to fail is up to the scheduler).
+	if n := obs.compactFailures.Load(); n != int64(f.reached("rewrite")) || obs.compactions.Load() != 0 {
 		t.Fatalf("observer saw %d failed and %d installed compactions; %d were attempted",
 			n, obs.compactions.Load(), f.reached("rewrite"))
 	}

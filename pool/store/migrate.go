@@ -55,10 +55,12 @@ func jsonCorrupt(path string, data []byte, err error) *CorruptError {
 // it is migrated again at the next Open; after it, the file is a log. No
 // copy of the old document is kept: it would be a second, stale set of
 // release credentials.
-func (s *Store) migrate() error {
-	if err := s.rewrite("migrate reference format"); err != nil {
+//
+// A version 1 log is upgraded the same way, for the same reasons.
+func (s *Store) migrate(why, what string) error {
+	if err := s.rewrite(why); err != nil {
 		return err
 	}
-	s.lg.Info("claim store: migrated reference claims file to the log format", "rows", len(s.rows))
+	s.lg.Info("claim store: migrated "+what+" to the current log format", "rows", len(s.rows), "version", formatVersion)
 	return nil
 }

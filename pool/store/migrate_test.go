@@ -62,7 +62,7 @@ func TestReferenceFormatLoadsUnchangedAndIsMigratedToTheLog(t *testing.T) {
 		t.Fatalf("offset lost: %v", c.ClaimedAt)
 	}
 	data, _ := os.ReadFile(path)
-	if !bytes.HasPrefix(data, []byte(framePrefix)) || bytes.Count(data, []byte("\n")) != len(want) {
+	if countRecords(t, data) != len(want) || saltOf(t, data) == 0 {
 		t.Fatalf("file was not rewritten as a %d-record log:\n%s", len(want), data)
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {

@@ -9,9 +9,14 @@ import (
 // under a mutex rather than a channel so that the writer takes everything
 // pending in one step (the group), and so that a caller whose context ends
 // can tell whether the writer already owns its request.
+//
+// puts counts, per key, the put ops of requests pushed and not yet settled
+// (queued, or in the writer's hands): what Delete must wait for even when
+// the key is absent from the durable table.
 type queue struct {
 	mu      sync.Mutex
 	pending []*request
+	puts    map[string]int
 	closed  bool
 	wake    chan struct{} // capacity 1: "pending is not empty, or closed"
 }
@@ -23,9 +28,61 @@ func (q *queue) push(r *request) error {
 		return ErrClosed
 	}
 	q.pending = append(q.pending, r)
+	q.count(r, 1)
 	q.mu.Unlock()
 	q.signal()
 	return nil
+}
+
+// count adds d to the pending puts of r's keys. q.mu must be held.
+func (q *queue) count(r *request, d int) {
+	for i := range r.ops {
+		if op := &r.ops[i]; !op.del {
+			if n := q.puts[op.key] + d; n > 0 {
+				q.puts[op.key] = n
+			} else {
+				delete(q.puts, op.key)
+			}
+		}
+	}
+}
+
+// withdraw takes back r, whose caller gave up waiting, unless the writer
+// took it already; it reports whether it did.
+func (q *queue) withdraw(r *request) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if r.taken {
+		return false
+	}
+	r.cancelled = true
+	q.count(r, -1)
+	return true
+}
+
+// settle ends the puts of batch once the writer has applied it to the
+// table (or failed it): from then on the table alone says whether a key
+// exists.
+func (q *queue) settle(batch []*request) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, r := range batch {
+		q.count(r, -1)
+	}
+}
+
+// absent reports whether a Delete of key has nothing to do: key is not in
+// the durable table (durable(key) is false) and no put of it is pending.
+// Both are checked under q.mu, which the writer takes to settle a batch
+// only after applying it, so a put is never missed in between. The lock
+// order is q.mu, then the table's lock.
+func (q *queue) absent(key string, durable func(string) bool) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false, ErrClosed
+	}
+	return q.puts[key] == 0 && !durable(key), nil
 }
 
 func (q *queue) signal() {
@@ -107,10 +164,4 @@ func (q *queue) close() bool {
 	q.closed = true
 	q.signal()
 	return true
-}
-
-func (q *queue) isClosed() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.closed
 }

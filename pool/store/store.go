@@ -64,6 +64,7 @@ type Options struct {
 
 	// failpoint, when set (tests only), is consulted at named points of the
 	// write path; a non-nil result is treated as the failure of that step.
+	// "cancelledAfterTake" is a notification only: its result is ignored.
 	failpoint func(point string) error
 }
 
@@ -109,7 +110,9 @@ type Store struct {
 
 	// Owned by the writer.
 	f          *os.File
-	records    int           // records in the current log file
+	records    int           // put and del records in the current log file
+	size       int64         // bytes in the current log file: where the next group starts
+	salt       uint64        // the current file's salt, which seeds its commit markers
 	dirty      bool          // see the type comment
 	compactAt  int           // after a failed compaction, do not retry before this many records
 	compacting *compaction   // the compaction in flight, if any
@@ -146,6 +149,7 @@ func Open(path string, o Options) (*Store, error) {
 		wbuf: bufio.NewWriterSize(nil, 256<<10),
 	}
 	s.q.wake = make(chan struct{}, 1)
+	s.q.puts = map[string]int{}
 	if err := s.makeDir(); err != nil {
 		return nil, fmt.Errorf("store: %s: create directory: %w", path, err)
 	}
@@ -180,13 +184,20 @@ func (s *Store) recover() error {
 			return err
 		}
 	}
-	if ld.reference {
-		return s.migrate()
+	switch {
+	case ld.reference:
+		return s.migrate("migrate reference format", "reference claims file")
+	case ld.version == 1:
+		// Appending groups with markers to a log that has no header would
+		// make a file neither decoder reads: rewrite it first.
+		return s.migrate("upgrade log format", "version 1 log")
 	}
+	s.salt = ld.salt
 	return s.openLog()
 }
 
-// openLog opens (or creates) the log for appending.
+// openLog opens (or creates) the log for appending. An empty log gets its
+// header first.
 func (s *Store) openLog() error {
 	_, statErr := os.Stat(s.path)
 	created := errors.Is(statErr, os.ErrNotExist)
@@ -195,24 +206,38 @@ func (s *Store) openLog() error {
 		return fmt.Errorf("store: %s: open for append: %w", s.path, err)
 	}
 	s.f = f
-	if created {
-		// The file exists for a crash only once its directory entry does.
-		if err := s.syncDir(); err != nil {
-			return fmt.Errorf("store: %s: after create: %w", s.path, err)
-		}
-		return nil
-	}
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("store: %s: stat: %w", s.path, err)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && !created {
 		// The file holds release tokens: tighten it rather than serve them.
 		s.lg.Warn("claim store: state file readable by others; setting mode 0600", "mode", perm.String())
 		if err := f.Chmod(0o600); err != nil {
 			return fmt.Errorf("store: %s: chmod 0600: %w", s.path, err)
 		}
 	}
+	s.size = fi.Size()
+	if s.size > 0 {
+		return nil
+	}
+	// The header must be durable before any group is appended: a group is
+	// checked against the header's salt. The directory is synced too (the
+	// file exists for a crash only once its entry does), also when the
+	// empty file was found rather than created, since nothing says its
+	// entry was ever synced.
+	s.salt = newSalt()
+	hdr := encodeHeader(s.salt)
+	if _, err := f.Write(hdr); err != nil {
+		return fmt.Errorf("store: %s: write header: %w", s.path, err)
+	}
+	if _, err := s.syncFile(f); err != nil {
+		return fmt.Errorf("store: %s: fsync after writing the header: %w", s.path, err)
+	}
+	if err := s.syncDir(); err != nil {
+		return fmt.Errorf("store: %s: after create: %w", s.path, err)
+	}
+	s.size = int64(len(hdr))
 	return nil
 }
 
@@ -228,19 +253,25 @@ func (s *Store) Put(ctx context.Context, key string, c Claim) error {
 	return s.Apply(ctx, Op{Key: key, Claim: c})
 }
 
-// Delete durably removes key. Deleting a key that is not in the durable
-// table is a no-op success and costs no fsync.
+// Delete durably removes key. It is ordered after every Put of key that
+// was called before it, even one not yet durable: such a Delete is queued
+// behind the Put and returns once its tombstone is durable. Only a key
+// that is neither in the durable table nor the subject of a pending Put is
+// a no-op success, at once and without an fsync.
 func (s *Store) Delete(ctx context.Context, key string) error {
+	absent, err := s.q.absent(key, s.durable)
+	if err != nil || absent {
+		return err
+	}
+	return s.Apply(ctx, Op{Key: key, Delete: true})
+}
+
+// durable reports whether key is in the durable table.
+func (s *Store) durable(key string) bool {
 	s.mu.RLock()
 	_, ok := s.rows[key]
 	s.mu.RUnlock()
-	if !ok {
-		if s.q.isClosed() {
-			return ErrClosed
-		}
-		return nil
-	}
-	return s.Apply(ctx, Op{Key: key, Delete: true})
+	return ok
 }
 
 // Get returns the durable claim for key. It never touches the disk.

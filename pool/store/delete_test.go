@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"testing"
+)
+
+// A Delete called while a Put of the same key is pending (in the writer's
+// fsync, or queued behind another group) must not return before that Put,
+// or the key comes back after the Delete said it was gone. Callers used to
+// need a per-key lock for this; the store now orders them itself.
+func TestDeleteIsOrderedAfterAPendingPutOfItsKey(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		name := "put in the writer's fsync"
+		if queued {
+			name = "put queued behind another group"
+		}
+		t.Run(name, func(t *testing.T) {
+			path := statePath(t)
+			b := newBlockingFsync()
+			s := mustOpen(t, path, Options{failpoint: b.failpoint})
+			b.armed.Store(true)
+			ctx := context.Background()
+			const key = "ns/k"
+			puts := make(chan error, 2)
+			if queued {
+				go func() { puts <- s.Put(ctx, "ns/other", testClaim(1)) }()
+				within(t, "the first group's fsync", b.entered)
+				go func() { puts <- s.Put(ctx, key, testClaim(2)) }()
+				waitFor(t, "the Put to queue", func() bool { return s.q.len() == 1 })
+			} else {
+				go func() { puts <- s.Put(ctx, key, testClaim(2)) }()
+				within(t, "the Put's fsync", b.entered)
+			}
+			if _, ok := s.Get(key); ok {
+				t.Fatal("Get shows a Put that is not durable")
+			}
+			before := s.q.len()
+			del := make(chan error, 1)
+			go func() { del <- s.Delete(ctx, key) }()
+			// Either the Delete returns at once (wrong: the Put is still
+			// pending) or it queues behind the Put.
+			waitFor(t, "the Delete to return or queue", func() bool { return len(del) > 0 || s.q.len() > before })
+			close(b.release)
+			n := 1
+			if queued {
+				n = 2
+			}
+			for range n {
+				if err := within(t, "a Put", puts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := within(t, "the Delete", del); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := s.Get(key); ok {
+				t.Fatalf("Delete(%s) returned before the Put it follows was durable: the key is back", key)
+			}
+			mustClose(t, s)
+			s = mustOpen(t, path, Options{})
+			defer mustClose(t, s)
+			if _, ok := s.Get(key); ok {
+				t.Fatalf("%s is present after a reopen, though its Delete followed its Put", key)
+			}
+		})
+	}
+}
+
+func TestDeleteOfAnAbsentKeyWithNoPendingPutCostsNothing(t *testing.T) {
+	obs := &countingObserver{}
+	s := mustOpen(t, statePath(t), Options{Observer: obs})
+	defer mustClose(t, s)
+	ctx := context.Background()
+	if err := s.Put(ctx, "ns/a", testClaim(1)); err != nil {
+		t.Fatal(err)
+	}
+	commits := obs.commits.Load()
+	if err := s.Delete(ctx, "ns/never"); err != nil {
+		t.Fatal(err)
+	}
+	if obs.commits.Load() != commits {
+		t.Fatal("deleting an absent key took a group commit")
+	}
+	// Once a Put is settled (durable, or failed), nothing of it lingers.
+	if n := len(s.q.puts); n != 0 {
+		t.Fatalf("%d keys still counted as pending puts", n)
+	}
+}
