@@ -108,7 +108,11 @@ func (e *Engine) renewDue(key string, c store.Claim, now time.Time) bool {
 }
 
 func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
-	defer e.locks.lock(key)()
+	unlock, ok := e.locks.tryLock(key)
+	if !ok {
+		return // a transaction holds the key: the next tick looks again
+	}
+	defer unlock()
 	c, st := e.table.lookup(key)
 	end, ok := e.lifetimeEnd(key, c)
 	// Identity re-check: the key may hold a newer claim since the scan.
@@ -150,7 +154,11 @@ func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
 }
 
 func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, listed map[string]time.Time) {
-	defer e.locks.lock(key)()
+	unlock, ok := e.locks.tryLock(key)
+	if !ok {
+		return // a transaction holds the key: the next tick looks again
+	}
+	defer unlock()
 	c, st := e.table.lookup(key)
 	// Identity re-check: the key may hold a newer claim since the scan.
 	if st != StateDurable || !now.After(c.Deadline) {

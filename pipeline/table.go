@@ -146,17 +146,81 @@ func (t *table) counts() (held, quarantined, tentative int) {
 	return t.st.Len() - q, q, tn
 }
 
-// keyLocks serialises work on one pod key across Pod generations (UIDs) with
-// a fixed set of stripes: O(1) memory per key, no map of mutexes to reap.
+// keyLocks serialises work on one pod key across Pod generations (UIDs)
+// and deletes. Each key has a mutex of its own, present only while it is
+// held or awaited: unrelated keys never wait for each other, however long
+// a sandboxd call under one of them takes, and memory is O(keys in use).
+// The map is split in shards so that the claim path does not meet on one
+// mutex.
 type keyLocks struct {
-	seed    maphash.Seed
-	stripes [4096]sync.Mutex
+	seed   maphash.Seed
+	shards [64]keyLockShard
 }
 
-func newKeyLocks() *keyLocks { return &keyLocks{seed: maphash.MakeSeed()} }
+type keyLockShard struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
 
+type keyLock struct {
+	mu   sync.Mutex
+	refs int // holders and waiters; guarded by the shard's mu
+}
+
+func newKeyLocks() *keyLocks {
+	l := &keyLocks{seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].m = map[string]*keyLock{}
+	}
+	return l
+}
+
+func (l *keyLocks) shard(key string) *keyLockShard {
+	return &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+}
+
+// lock blocks until key is free, and returns its unlock.
 func (l *keyLocks) lock(key string) func() {
-	m := &l.stripes[maphash.String(l.seed, key)%uint64(len(l.stripes))]
-	m.Lock()
-	return m.Unlock
+	sh := l.shard(key)
+	sh.mu.Lock()
+	k := sh.m[key]
+	if k == nil {
+		k = &keyLock{}
+		sh.m[key] = k
+	}
+	k.refs++
+	sh.mu.Unlock()
+	k.mu.Lock()
+	return func() { sh.unlock(key, k) }
+}
+
+// tryLock takes key only if it is free now. Background loops use it, so
+// that a transaction in flight on one key never stalls their pass over
+// every other key; the busy key is looked at on the next pass.
+func (l *keyLocks) tryLock(key string) (unlock func(), ok bool) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	k := sh.m[key]
+	if k == nil {
+		k = &keyLock{}
+		sh.m[key] = k
+	} else if !k.mu.TryLock() {
+		return nil, false
+	} else {
+		k.refs++
+		return func() { sh.unlock(key, k) }, true
+	}
+	k.mu.Lock()
+	k.refs++
+	return func() { sh.unlock(key, k) }, true
+}
+
+func (sh *keyLockShard) unlock(key string, k *keyLock) {
+	k.mu.Unlock()
+	sh.mu.Lock()
+	if k.refs--; k.refs == 0 {
+		delete(sh.m, key)
+	}
+	sh.mu.Unlock()
 }

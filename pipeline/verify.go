@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -72,7 +73,11 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 	var lifted, dropped int
 	var failed error
 	for _, key := range e.table.quarantinedKeys() {
-		unlock := e.locks.lock(key)
+		unlock, ok := e.locks.tryLock(key)
+		if !ok {
+			failed = errKeyBusy // stays quarantined; the next try looks again
+			continue
+		}
 		c, st := e.table.lookup(key)
 		if st == StateQuarantined {
 			if _, ok := listed[c.ID]; ok {
@@ -95,6 +100,8 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 	}
 	return failed
 }
+
+var errKeyBusy = errors.New("a delete holds a quarantined key")
 
 // startupListed reports whether the startup listing has succeeded.
 func (e *Engine) startupListed() bool {
