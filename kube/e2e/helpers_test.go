@@ -358,3 +358,13 @@ func (n *vkNode) stateFileHolds(id string) bool {
 	b, err := os.ReadFile(n.state)
 	return err == nil && bytes.Contains(b, []byte(id))
 }
+
+// podKeyOf is the Pod key a VM was claimed for: the last two segments of
+// its claim_ref ("vk-sandbox/<node>/<namespace>/<name>").
+func podKeyOf(s pool.Sandbox) string {
+	parts := strings.Split(s.ClaimRef, "/")
+	if len(parts) < 2 {
+		return s.ClaimRef
+	}
+	return parts[len(parts)-2] + "/" + parts[len(parts)-1]
+}

@@ -246,12 +246,16 @@ func TestLifecycleOrphanIsReportedNotReleased(t *testing.T) {
 	createPod(t, sandboxPod(ns, "known", n.Name))
 	waitRunning(t, ns, "known")
 
-	ghost, err := n.simClient(t).Claim(context.Background(), pool.ClaimRequest{Template: "default", TTLSeconds: 3600, ClaimRef: "ghost/x"})
+	// A VM this node made (its marks) that no claim holds: a lost claim
+	// answer whose credential could not be recovered.
+	id := pipeline.Identity{Node: n.Name}
+	ghost, err := n.simClient(t).Claim(context.Background(), pool.ClaimRequest{Template: "default", TTLSeconds: 3600,
+		ClaimRef: id.ClaimRef("ghost/x"), Metadata: id.Labels(pipeline.PodRef{Key: "ghost/x", UID: "uid-ghost"})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	poll(t, "orphan warning for "+ghost.ID, func(context.Context) (bool, error) {
-		return containsLine(n.log(), "no claim knows about", ghost.ID, "ghost/x"), nil
+		return containsLine(n.log(), "no claim knows about", ghost.ID, id.ClaimRef("ghost/x")), nil
 	})
 	poll(t, "vksandbox_orphan_sandboxes 1", func(context.Context) (bool, error) {
 		v, ok := metricSum(t, scrape, "vksandbox_orphan_sandboxes")

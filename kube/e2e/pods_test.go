@@ -74,8 +74,8 @@ func TestSandboxPodGoesRunningWithTheVMAddress(t *testing.T) {
 		t.Fatalf("emulator holds %d sandboxes, want 1", len(live))
 	}
 	id := live[0].ID
-	if live[0].ClaimRef != ns+"/sb" {
-		t.Errorf("claim_ref = %q", live[0].ClaimRef)
+	if want := (pipeline.Identity{Node: n.Name}).ClaimRef(ns + "/sb"); live[0].ClaimRef != want {
+		t.Errorf("claim_ref = %q, want %q", live[0].ClaimRef, want)
 	}
 	if p.Annotations[kube.AnnClaimID] != id {
 		t.Errorf("claim-id annotation = %q, want %q", p.Annotations[kube.AnnClaimID], id)

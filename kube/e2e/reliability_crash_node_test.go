@@ -50,7 +50,7 @@ func (r *r1Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	ref := ""
 	for _, s := range r.sim.Sandboxes() {
 		if s.ID == id {
-			ref = s.ClaimRef
+			ref = podKeyOf(s)
 		}
 	}
 	sw := &r1StatusWriter{ResponseWriter: w, code: http.StatusOK}

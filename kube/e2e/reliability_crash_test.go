@@ -133,7 +133,7 @@ func TestR1CrashKill(t *testing.T) {
 		t.Errorf("leak: %s", l)
 	}
 	for _, s := range left {
-		t.Logf("vk-sandbox log lines naming %s (claim_ref of leaked %s):\n%s", s.ClaimRef, s.ID, n.r1LogLines(rec, `"`+s.ClaimRef+`"`, 40))
+		t.Logf("vk-sandbox log lines naming %s (claim_ref of leaked %s):\n%s", s.ClaimRef, s.ID, n.r1LogLines(rec, `"`+podKeyOf(s)+`"`, 40))
 	}
 	for _, w := range book.wrongful {
 		t.Errorf("wrongful release: %s", w)
@@ -240,12 +240,12 @@ func (c *r1Crash) checkpoint(k int) error {
 	unacc, dup := 0, 0
 	for _, s := range live {
 		held[s.ID] = true
-		row, ok := rows[s.ClaimRef]
+		row, ok := rows[podKeyOf(s)]
 		if ok && row.ID == s.ID {
 			continue
 		}
 		unacc++
-		p := book[s.ClaimRef]
+		p := book[podKeyOf(s)]
 		why := "no row and its Pod never ran: a claim in flight at the kill"
 		switch {
 		case ok:
