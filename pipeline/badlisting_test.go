@@ -1,0 +1,72 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
+)
+
+// A 2xx listing without its sandboxes array ("200 {}") is a bad answer,
+// never an empty node: quarantine verification drops no reloaded row on
+// it, and the lease watch fails no Pod.
+func TestListingWithoutSandboxesArrayDropsNoRowAndFailsNoPod(t *testing.T) {
+	env := newSim(t, sim.Config{})
+	vm, err := env.root.Claim(context.Background(), pool.ClaimRequest{Template: template, TTLSeconds: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := tempStorePath(t)
+	prev := openStore(t, path, false)
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := prev.Put(context.Background(), "ns/kept", store.Claim{ID: vm.ID, Token: vm.Token, PodUID: "uid-kept", ClaimedAt: now, Deadline: vm.Deadline}); err != nil {
+		t.Fatal(err)
+	}
+	if err := prev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t, path, false)
+	env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "missing-id"}) // every listing: 200 {}
+	rep := newReporter()
+	e := startEngine(t, testConfig(env.root, st, rep))
+
+	eventually(t, "a few failed verification rounds", func() bool { return env.count("list") >= 3 })
+	if cv, ok := e.Claim("ns/kept"); !ok || cv.State != pipeline.StateQuarantined {
+		t.Fatalf("after 200 {} listings the row is %v (held %v), want still quarantined", cv.State, ok)
+	}
+	e.CheckLeases(context.Background(), vm.Deadline.Add(time.Hour))
+	if n := countOf(rep.snapshot(), "expired", "", ""); n != 0 {
+		t.Fatalf("%d Pods failed on a listing without its array", n)
+	}
+	if _, ok := st.Get("ns/kept"); !ok {
+		t.Fatal("the release credential was dropped")
+	}
+}
+
+// A row past its deadline that the node still lists with the same deadline
+// (it has not reaped it yet) is looked at again only after a backoff, not
+// on every tick.
+func TestLeaseWatchBacksOffWhileTheNodeHasNotReaped(t *testing.T) {
+	r := newRig(t, sim.Config{}, nil)
+	create(t, r.eng, intent("ns/late", "uid-late", ""))
+	run := r.rep.running(t, "uid-late")
+	now := run.claim.Deadline.Add(time.Second) // past the deadline; the VM is still listed
+	lists := r.env.count("list")
+	r.eng.CheckLeases(context.Background(), now)
+	if got := r.env.count("list"); got != lists+1 {
+		t.Fatalf("lists %d → %d, want one listing for the due row", lists, got)
+	}
+	for i := 1; i <= 5; i++ {
+		r.eng.CheckLeases(context.Background(), now.Add(time.Duration(i)*100*time.Millisecond))
+	}
+	if got := r.env.count("list"); got != lists+1 {
+		t.Errorf("lists %d → %d over five ticks within the backoff, want no more", lists+1, got)
+	}
+	if _, ok := r.store.Get("ns/late"); !ok {
+		t.Error("a row still listed was dropped")
+	}
+}
