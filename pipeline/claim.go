@@ -33,6 +33,9 @@ const (
 	OutcomeError      = "error"
 	OutcomeRolledBack = "rolled_back"
 	OutcomeWaiting    = "waiting"
+	// OutcomeSuperseded: the Pod generation was deleted or replaced before
+	// its transaction ran; nothing was done for it.
+	OutcomeSuperseded = "superseded"
 )
 
 // errUnrecoverable: a sandbox exists for this claim_ref, but its credential
@@ -54,6 +57,12 @@ func done(outcome string) txResult { return txResult{outcome: outcome} }
 func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 	ref := it.Ref
 	defer e.locks.lock(ref.Key)()
+	// Only the key's current, undeleted generation acts on its claim (see
+	// generations): a leftover intent of a replaced or deleted Pod would
+	// otherwise release, rebind or claim for a Pod that is gone.
+	if !e.gens.live(ref.Key, ref.UID) {
+		return done(OutcomeSuperseded)
+	}
 	c, st := e.table.lookup(ref.Key)
 	switch st {
 	case StateNone:

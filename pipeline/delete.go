@@ -41,7 +41,10 @@ func (e *Engine) Delete(ctx context.Context, ref PodRef, authorize func(context.
 func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.Context) Verdict) (DeleteResult, error) {
 	ctx, span := e.tracer.Start(ctx, "claim.delete", trace.WithAttributes(refAttrs(ref)...))
 	defer span.End()
-	e.cancelIntent(ref.UID) // a deleted generation is never claimed for again
+	// A deleted generation is never claimed for again: its queued intent
+	// goes, and its tombstone stops a transaction that already took it.
+	e.gens.died(ref.Key, ref.UID)
+	e.cancelIntent(ref.UID)
 	// The owner GET can take --owner-get-timeout. It runs before the key
 	// lock is taken, so work on other keys that share the lock's stripe
 	// does not wait behind it. The verdict is about the owner, not the row,

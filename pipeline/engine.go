@@ -101,6 +101,7 @@ type Engine struct {
 
 	id     Identity
 	table  *table
+	gens   *generations
 	locks  *keyLocks
 	shards []*shard
 	seed   maphash.Seed
@@ -122,11 +123,15 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	gens, err := newGenerations()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: tombstone cache: %w", err)
+	}
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: Identity{Node: cfg.Node},
 		tracer: otel.Tracer(tracerName),
 		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter,
-		table: newTable(cfg.Store), locks: newKeyLocks(), seed: maphash.MakeSeed(),
+		table: newTable(cfg.Store), gens: gens, locks: newKeyLocks(), seed: maphash.MakeSeed(),
 		verified: make(chan struct{}), listed: make(chan struct{}), stopCh: make(chan struct{}),
 	}
 	for i := 0; i < cfg.Shards; i++ {
@@ -166,6 +171,7 @@ func (e *Engine) Shutdown() {
 		sh.q.ShutDown()
 	}
 	e.workers.Wait()
+	e.gens.close()
 }
 
 // Identity is how this engine marks its claims at sandboxd.
@@ -189,6 +195,13 @@ func (e *Engine) shardFor(uid string) *shard {
 func (e *Engine) Create(ctx context.Context, it Intent) error {
 	if e.stopping.Load() {
 		return ErrStopping
+	}
+	replaced, ok := e.gens.born(it.Ref.Key, it.Ref.UID)
+	if !ok {
+		return nil // a deleted generation is never claimed for
+	}
+	if replaced != "" {
+		e.cancelIntent(replaced) // the key moved on to a new Pod generation
 	}
 	sh := e.shardFor(it.Ref.UID)
 	if sh.update(it) {
