@@ -23,6 +23,7 @@ const (
 	ReasonStateWrite   = "SandboxStateWriteFailed"
 	ReasonReleasePrior = "SandboxReleasePending"
 	ReasonLostClaim    = "SandboxClaimUnrecoverable"
+	ReasonQueueFull    = "SandboxQueueFull"
 )
 
 // Claim transaction outcomes, as metric labels.
@@ -36,6 +37,8 @@ const (
 	// OutcomeSuperseded: the Pod generation was deleted or replaced before
 	// its transaction ran; nothing was done for it.
 	OutcomeSuperseded = "superseded"
+	// OutcomeDeferred: the shard was full; the intent is offered again.
+	OutcomeDeferred = "deferred"
 )
 
 // errUnrecoverable: a sandbox exists for this claim_ref, but its credential

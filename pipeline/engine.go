@@ -22,13 +22,19 @@ import (
 // ErrStopping is returned for intents that arrive after Shutdown began.
 var ErrStopping = errors.New("pipeline: stopping, no new claims")
 
+// errShardFull: a shard holds QueueDepth intents already.
+var errShardFull = errors.New("pipeline: shard at queue depth")
+
 const tracerName = "github.com/cocoonstack/vk-sandbox/pipeline"
 
 // Config configures an Engine. Zero values take the documented defaults.
 type Config struct {
-	Shards     int // default 8
-	Workers    int // per shard, default 32
-	QueueDepth int // UIDs holding an intent per shard, default 1024
+	Shards  int // default 8
+	Workers int // per shard, default 32
+	// QueueDepth is how many UIDs may hold an intent per shard; default
+	// 1024. Give every shard room for every Pod the node admits
+	// (--node-pods): then no Pod is ever deferred (see Create).
+	QueueDepth int
 
 	// Node is this virtual node's name. It goes into every claim's
 	// claim_ref and labels (see Identity). Default "vk-sandboxd".
@@ -111,7 +117,6 @@ type Engine struct {
 	leases    leaseRetries           // per-key backoff of the lease watch
 
 	stopping atomic.Bool
-	stopCh   chan struct{} // closed when Shutdown begins; aborts slot waits
 	workers  sync.WaitGroup
 	verified chan struct{} // closed once no quarantined row remains
 	listed   chan struct{} // closed once the startup listing succeeded
@@ -132,7 +137,7 @@ func New(cfg Config) (*Engine, error) {
 		tracer: otel.Tracer(tracerName),
 		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter,
 		table: newTable(cfg.Store), gens: gens, locks: newKeyLocks(), seed: maphash.MakeSeed(),
-		verified: make(chan struct{}), listed: make(chan struct{}), stopCh: make(chan struct{}),
+		verified: make(chan struct{}), listed: make(chan struct{}),
 	}
 	for i := 0; i < cfg.Shards; i++ {
 		e.shards = append(e.shards, newShard(i, cfg.QueueDepth, cfg.RequeueMin, cfg.RequeueMax))
@@ -166,7 +171,6 @@ func (e *Engine) Shutdown() {
 		e.workers.Wait()
 		return
 	}
-	close(e.stopCh)
 	for _, sh := range e.shards {
 		sh.q.ShutDown()
 	}
@@ -190,8 +194,10 @@ func (e *Engine) shardFor(uid string) *shard {
 }
 
 // Create records the intent to hold a claim for it.Ref and returns without
-// waiting for sandboxd. The outcome reaches the Reporter. Create blocks only
-// while the UID's shard is at QueueDepth (backpressure), bounded by ctx.
+// waiting for sandboxd: the outcome reaches the Reporter. It never blocks:
+// when the UID's shard is at QueueDepth, the Pod is reported Pending
+// (ReasonQueueFull) and its intent is offered again after RequeueMax, as
+// long as the Pod generation lives.
 func (e *Engine) Create(ctx context.Context, it Intent) error {
 	if e.stopping.Load() {
 		return ErrStopping
@@ -210,11 +216,29 @@ func (e *Engine) Create(ctx context.Context, it Intent) error {
 	now := time.Now()
 	tctx, root := e.tracer.Start(context.WithoutCancel(ctx), "claim.transaction",
 		trace.WithTimestamp(now), trace.WithAttributes(refAttrs(it.Ref)...))
-	err := sh.put(ctx, e.stopCh, &queued{intent: it, ctx: tctx, root: root, received: now, enqueued: now})
+	err := sh.put(&queued{intent: it, ctx: tctx, root: root, received: now, enqueued: now})
+	if errors.Is(err, errShardFull) {
+		root.SetAttributes(attribute.String("vksandbox.outcome", OutcomeDeferred))
+		e.pending(tctx, it.Ref, ReasonQueueFull, fmt.Sprintf(
+			"%s: the claim queue of this node is full (more Pods than --queue-depth holds per shard); it is offered again in %s",
+			it.Ref.Key, e.cfg.RequeueMax))
+		root.End()
+		time.AfterFunc(e.cfg.RequeueMax, func() { e.offerAgain(it) })
+		return nil
+	}
 	if err != nil {
 		root.End()
 	}
 	return err
+}
+
+// offerAgain re-creates a deferred intent, unless its Pod generation was
+// deleted or replaced meanwhile, or the engine is stopping.
+func (e *Engine) offerAgain(it Intent) {
+	if e.stopping.Load() || !e.gens.live(it.Ref.Key, it.Ref.UID) {
+		return
+	}
+	_ = e.Create(context.Background(), it)
 }
 
 // Claim returns the claim row for a pod key and its state. O(1), no IO.

@@ -2,7 +2,9 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -71,5 +73,40 @@ func TestCreateAfterDeleteOfTheSameUIDClaimsNothing(t *testing.T) {
 	}
 	if _, ok := r.store.Get("ns/gone"); ok {
 		t.Fatal("a claim was made durable for a deleted Pod")
+	}
+}
+
+// CreatePod runs on virtual-kubelet's shared workers: Create never waits
+// for a queue slot, whatever the number of Pods in retry. A Pod that finds
+// its shard full is Pending SandboxQueueFull and offered again later, and
+// once capacity returns every Pod runs.
+func TestCreateNeverBlocksOnAFullQueue(t *testing.T) {
+	r := newRig(t, sim.Config{MaxClaims: 1}, func(c *pipeline.Config) { c.Shards, c.QueueDepth = 1, 2 })
+	blocker, err := r.env.root.Claim(context.Background(), pool.ClaimRequest{Template: template, ClaimRef: "other/blocker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pods = 8
+	created := make(chan struct{})
+	go func() {
+		defer close(created)
+		for i := range pods {
+			_ = r.eng.Create(context.Background(), intent(fmt.Sprintf("ns/q%d", i), fmt.Sprintf("uid-q%d", i), ""))
+		}
+	}()
+	select {
+	case <-created:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Create blocked on a full queue")
+	}
+	r.rep.waitFor(t, "Pods deferred on the full queue", func(evs []event) bool {
+		return countOf(evs, "pending", "", pipeline.ReasonQueueFull) >= pods-2
+	})
+	r.env.sim.SetMaxClaims(0)
+	if err := r.env.root.Release(context.Background(), blocker.ID, blocker.Token); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods {
+		r.rep.running(t, fmt.Sprintf("uid-q%d", i))
 	}
 }

@@ -24,9 +24,11 @@ type queued struct {
 // never processed by two workers at once and that a UID added while being
 // processed is processed again afterwards.
 //
-// Backpressure: at most depth UIDs may hold an intent at once. A new UID
-// waits for a slot (bounded by the caller's context), so memory and
-// goroutines stay bounded however fast Pods arrive.
+// Backpressure: at most depth UIDs may hold an intent at once, so memory
+// stays bounded however fast Pods arrive. A new UID never waits for a slot
+// (put fails at once with errShardFull): CreatePod runs on virtual-kubelet's
+// shared workers, and a worker blocked there would also stop the deletes
+// that free slots. Engine.Create defers such a UID instead.
 type shard struct {
 	id    int
 	q     workqueue.TypedRateLimitingInterface[string]
@@ -47,14 +49,12 @@ func newShard(id, depth int, minRetry, maxRetry time.Duration) *shard {
 }
 
 // put records the intent of a UID that update did not find, and queues it.
-func (s *shard) put(ctx context.Context, stop <-chan struct{}, q *queued) error {
+func (s *shard) put(q *queued) error {
 	uid := q.intent.Ref.UID
 	select {
 	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return ErrStopping
+	default:
+		return errShardFull
 	}
 	s.mu.Lock()
 	if cur, ok := s.intents[uid]; ok { // lost a race with another put

@@ -116,7 +116,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig path, used when not in-cluster [KUBECONFIG]")
 	fs.IntVar(&c.Shards, "shards", envInt("VK_SHARDS", defaultShards), "claim pipeline shards (queues keyed by Pod UID) [VK_SHARDS]")
 	fs.IntVar(&c.WorkersPerShard, "workers-per-shard", envInt("VK_WORKERS_PER_SHARD", defaultWorkersPerShard), "claim workers per shard [VK_WORKERS_PER_SHARD]")
-	fs.IntVar(&c.QueueDepth, "queue-depth", envInt("VK_QUEUE_DEPTH", 1024), "Pods holding an intent per shard before CreatePod waits (backpressure) [VK_QUEUE_DEPTH]")
+	fs.IntVar(&c.QueueDepth, "queue-depth", envInt("VK_QUEUE_DEPTH", 0), "Pods that may hold a claim intent per shard; at least --node-pods (0: --node-pods). A Pod finding its shard full is deferred, never waited for [VK_QUEUE_DEPTH]")
 	fs.IntVar(&c.VKWorkers, "vk-workers", envInt("VK_VK_WORKERS", defaultVKWorkers), "virtual-kubelet sync/status workers [VK_VK_WORKERS]")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("VK_METRICS_ADDR", ":10261"), "Prometheus /metrics, /healthz and /readyz listen address; empty disables [VK_METRICS_ADDR]")
 	fs.StringVar(&c.LogLevel, "log-level", env("VK_LOG_LEVEL", "info"), "debug, info, warn or error [VK_LOG_LEVEL]")
@@ -145,6 +145,18 @@ func parseFlags(args []string) (*config, error) {
 		if *w.n <= 0 {
 			*w.n = w.def
 		}
+	}
+	if c.NodePods <= 0 {
+		c.NodePods = 2000
+	}
+	// Every Pod the node admits must be able to hold an intent in whichever
+	// shard its UID hashes to; otherwise Pods in retry (a capacity miss)
+	// would defer new ones on a node well within its capacity.
+	switch {
+	case c.QueueDepth <= 0:
+		c.QueueDepth = c.NodePods
+	case c.QueueDepth < c.NodePods:
+		return nil, fmt.Errorf("--queue-depth %d is below --node-pods %d: each shard must have room for every Pod the node admits (leave it 0 for --node-pods)", c.QueueDepth, c.NodePods)
 	}
 	if c.AdvertiseAddr == "" {
 		u, err := url.Parse(c.SandboxdURL)

@@ -20,3 +20,30 @@ func TestWorkerCountsOfZeroOrLessTakeTheirDefaults(t *testing.T) {
 		t.Fatalf("explicit counts changed: %d, %d, %d", c.Shards, c.WorkersPerShard, c.VKWorkers)
 	}
 }
+
+// Every shard must have room for every Pod the node admits: the queue depth
+// defaults to --node-pods, and a smaller one is refused at startup.
+func TestQueueDepthIsCheckedAgainstNodePods(t *testing.T) {
+	c, err := parseFlags([]string{"--node-pods=3000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.QueueDepth != 3000 {
+		t.Fatalf("queue depth %d, want --node-pods (3000)", c.QueueDepth)
+	}
+	if _, err := parseFlags([]string{"--node-pods=3000", "--queue-depth=1024"}); err == nil {
+		t.Fatal("a queue depth below --node-pods was accepted")
+	}
+	if c, err := parseFlags([]string{"--node-pods=100", "--queue-depth=500"}); err != nil || c.QueueDepth != 500 {
+		t.Fatalf("queue depth above --node-pods: %v, %v", c, err)
+	}
+}
+
+// A timeout of zero would make every sandboxd call fail at once.
+func TestSandboxdTimeoutsMustBePositive(t *testing.T) {
+	for _, arg := range []string{"--sandboxd-timeout=0s", "--sandboxd-claim-timeout=-1s"} {
+		if _, err := parseFlags([]string{arg}); err == nil {
+			t.Errorf("%s was accepted", arg)
+		}
+	}
+}
