@@ -17,13 +17,14 @@ import (
 
 // Pending reasons surfaced on the Pod. None of them is terminal.
 const (
-	ReasonCapacity     = "SandboxCapacityMiss"
-	ReasonClaimFailed  = "SandboxClaimFailed"
-	ReasonQuarantined  = "SandboxClaimQuarantined"
-	ReasonStateWrite   = "SandboxStateWriteFailed"
-	ReasonReleasePrior = "SandboxReleasePending"
-	ReasonLostClaim    = "SandboxClaimUnrecoverable"
-	ReasonQueueFull    = "SandboxQueueFull"
+	ReasonCapacity      = "SandboxCapacityMiss"
+	ReasonClaimFailed   = "SandboxClaimFailed"
+	ReasonQuarantined   = "SandboxClaimQuarantined"
+	ReasonStateWrite    = "SandboxStateWriteFailed"
+	ReasonReleasePrior  = "SandboxReleasePending"
+	ReasonLostClaim     = "SandboxClaimUnrecoverable"
+	ReasonQueueFull     = "SandboxQueueFull"
+	ReasonOwnerConflict = "SandboxOwnerConflict"
 )
 
 // Claim transaction outcomes, as metric labels.
@@ -77,23 +78,31 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 		}
 		return txResult{outcome: OutcomeWaiting, retry: true}
 	case StateTentative:
-		if c.PodUID == ref.UID || ownerMatches(c.OwnerUID, ref.OwnerUID) {
+		if c.PodUID == ref.UID || ownerMatches(c, ref) {
 			adopted := c.PodUID != ref.UID
 			c.PodUID = ref.UID
 			return e.commit(ctx, it, c, adopted) // retry the durable write
 		}
 	case StateDurable:
-		if c.PodUID == ref.UID {
+		if c.PodUID == ref.UID && c.OwnerKnown() {
 			e.publishRunning(ctx, it, c, false)
 			return done(OutcomeRunning)
 		}
-		if ownerMatches(c.OwnerUID, ref.OwnerUID) {
+		if c.PodUID == ref.UID || ownerMatches(c, ref) {
 			return e.adopt(ctx, it, c)
 		}
 	}
-	// The claim was made for another owner generation, which is gone: a
-	// same-name Pod under a new owner is the authority to release it.
-	if err := e.release(ctx, ref.Key, c, st, "owner-changed"); err != nil {
+	// The claim was made for another owner generation. The new Pod's own
+	// ownerReference is no authority over it (anyone who may create Pods
+	// in the namespace can forge one): only the recorded owner's verdict
+	// releases it. While that owner lives, the new Pod waits.
+	v := e.owners(ctx, ref.Key, c)
+	if !v.Release {
+		msg := fmt.Sprintf("%s: the pod key holds VM %s for another owner (%s), which has not given it up (%s)", ref.Key, c.ID, ownerName(c), v.Reason)
+		e.pending(ctx, ref, ReasonOwnerConflict, msg)
+		return txResult{outcome: OutcomeWaiting, retry: true}
+	}
+	if err := e.release(ctx, ref.Key, c, st, "owner-changed/"+v.Reason); err != nil {
 		e.pending(ctx, ref, ReasonReleasePrior, err.Error())
 		return txResult{outcome: OutcomeError, retry: true, err: err}
 	}
@@ -102,14 +111,34 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 
 // ownerMatches is the adoption rule: the same controller owner UID, or no
 // owner on either side. The reference adopted on the name alone, handing an
-// old VM to a new owner.
-func ownerMatches(held, incoming string) bool { return held == incoming }
+// old VM to a new owner. A row whose owner is unknown (migrated from the
+// reference) is adopted by the next Pod of its key, as the reference would
+// have, and takes that Pod's owner: nothing could authorize releasing it.
+func ownerMatches(c store.Claim, ref PodRef) bool {
+	return !c.OwnerKnown() || c.OwnerUID == ref.OwnerUID
+}
 
+func ownerName(c store.Claim) string {
+	if c.Owner == "" {
+		return "uid " + c.OwnerUID
+	}
+	return c.Owner
+}
+
+// adopt rebinds the key's claim to ref's Pod, durably, then publishes it.
+// The Pod's owner becomes the claim's recorded owner, which fills in an
+// unknown one.
 func (e *Engine) adopt(ctx context.Context, it Intent, c store.Claim) txResult {
 	ref := it.Ref
-	c.PodUID = ref.UID
+	same := c.PodUID == ref.UID
+	c.PodUID, c.OwnerUID, c.Owner = ref.UID, ref.OwnerUID, ref.Owner
 	if res, ok := e.persist(ctx, ref, c); !ok {
 		return res
+	}
+	if same { // the Pod the row was made for: only its owner was unknown
+		e.log.InfoContext(ctx, "recorded the owner of a claim whose owner was unknown", "pod", ref.Key, "claim", c.ID, "owner", ownerName(c))
+		e.publishRunning(ctx, it, c, false)
+		return done(OutcomeRunning)
 	}
 	reason := "same-owner"
 	if c.OwnerUID == "" {
@@ -254,100 +283,13 @@ func retryable(err error) error {
 	return err
 }
 
-// recoverLost finds a VM that a lost claim response left behind. Only VMs
-// this node made for the key count (Identity.Owns), and this key holds no
-// local row (reconcile only claims afresh when it has none), so every such
-// VM is one that no local claim holds and no user was ever given.
-//
-// One that fits the intent (the same template, net and size, made for the
-// same controller owner generation) is recovered; every other one (a
-// duplicate, or a VM made for an owner generation that is gone) is
-// released, so that the key ends with exactly one VM. Without the root
-// token no credential can be fetched: a fitting VM then makes the claim
-// errUnrecoverable (never claimed over), and the others are left to their
-// lease.
-func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse, bool, error) {
-	ref := it.Ref
-	rows, err := e.sbx.List(ctx, e.id.Selector(ref.Key))
-	if err != nil {
-		return pool.ClaimResponse{}, false, err
-	}
-	var got pool.ClaimResponse
-	var found, unrecoverable bool
-	for _, row := range rows {
-		if key, ok := e.id.Owns(row); !ok || key != ref.Key {
-			continue
-		}
-		fit := fits(row, it)
-		var full pool.Sandbox
-		if !e.sbx.Tenant() {
-			full, err = e.sbx.Get(ctx, row.ID)
-			if err != nil && !errors.Is(err, pool.ErrForbidden) {
-				return pool.ClaimResponse{}, false, err
-			}
-		}
-		if full.Token == "" {
-			if fit {
-				unrecoverable = true
-			}
-			e.log.WarnContext(ctx, "a VM this node made and never delivered cannot be released without the root token; it is left to its lease",
-				"pod", ref.Key, "claim", row.ID, "fits", fit)
-			continue
-		}
-		if fit && !found {
-			e.log.InfoContext(ctx, "recovered a claim whose response was lost", "pod", ref.Key, "claim", row.ID)
-			got = pool.ClaimResponse{ID: full.ID, Token: full.Token, Deadline: full.Deadline, OwnerAddr: e.lastOwnerAddr()}
-			found = true
-			continue
-		}
-		if err := e.releaseVM(ctx, ref.Key, full.ID, full.Token); err != nil {
-			return pool.ClaimResponse{}, false, err
-		}
-		reason := "lost-response-duplicate"
-		if !fit {
-			reason = "lost-response-other-shape"
-		}
-		e.obs.Decision(ctx, "release", reason)
-	}
-	if !found && unrecoverable {
-		return pool.ClaimResponse{}, false, errUnrecoverable
-	}
-	return got, found, nil
-}
-
-// fits reports whether a VM made for the key can serve intent it: the same
-// pool (an axis the Pod left empty takes whatever the node defaulted it to)
-// and the same controller owner generation, recorded in its labels.
-func fits(row pool.Sandbox, it Intent) bool {
-	axis := func(want, got string) bool { return want == "" || want == got }
-	return row.Key.Template == it.Spec.Template && axis(it.Spec.Net, row.Key.Net) && axis(it.Spec.Size, row.Key.Size) &&
-		row.Metadata[LabelOwnerUID] == it.Ref.OwnerUID
-}
-
-// NoteOwnerAddr remembers the node's owner_addr: from every claim answer,
-// and from the advertise_addr that /v1/info reports (the same value). It is
-// node-wide, the same for every claim, so a VM recovered from a lost
-// response (whose index row never carries it) gets the address the node
-// gives every other claim.
-func (e *Engine) NoteOwnerAddr(addr string) {
-	if addr != "" && e.lastOwnerAddr() != addr {
-		e.ownerAddr.Store(&addr)
-	}
-}
-
-func (e *Engine) lastOwnerAddr() string {
-	if p := e.ownerAddr.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
 // publishRunning reports it.Ref Running on claim c. It first records the
 // lifetime the Pod asks for, which the lease watch renews up to when the
 // node grants less (see WatchLeases); the caller holds the key lock.
 func (e *Engine) publishRunning(ctx context.Context, it Intent, c store.Claim, adopted bool) {
 	ref := it.Ref
 	e.table.setLifetime(ref.Key, it.Spec.TTLSeconds)
+	e.table.attach(ref.Key) // a live Pod holds the claim again
 	sctx, span := e.tracer.Start(ctx, "status.push", trace.WithAttributes(
 		attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.adopted", adopted)))
 	e.rep.Running(sctx, ref, c, adopted)

@@ -71,6 +71,11 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 	if !asked || askedFor != c.ID {
 		v = e.authorizeSpan(ctx, authorize)
 	}
+	if v.Release && !v.FromOwner && !c.OwnerKnown() {
+		// A bare Pod's delete is no authority over a row whose owner is
+		// unknown (migrated from the reference): that Pod may have had one.
+		v = Verdict{Reason: ReasonOwnerUnknown}
+	}
 	span.SetAttributes(attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.verdict.release", v.Release),
 		attribute.String("vksandbox.verdict.reason", v.Reason))
 	res := DeleteResult{Held: true, Verdict: v}
@@ -78,11 +83,17 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 		e.obs.Decision(ctx, "preserve", v.Reason)
 		e.log.InfoContext(ctx, "pod deleted without owner authority: VM preserved for adoption",
 			"pod", ref.Key, "claim", c.ID, "reason", v.Reason)
+		// Held for a Pod that is gone: if no replacement adopts it, its
+		// recorded owner is asked again later (see Reauthorize).
+		e.table.detach(ref.Key, c.ID)
 		return res, nil
 	}
 	if err := e.release(ctx, ref.Key, c, st, v.Reason); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
+		// virtual-kubelet may not ask again (it deletes a dangling Pod
+		// once): the engine retries the release itself.
+		e.table.detach(ref.Key, c.ID)
 		return res, err
 	}
 	return res, nil

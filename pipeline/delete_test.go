@@ -10,12 +10,29 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
-// DESIGN §4 "Adoption checks the owner": a same-name Pod adopts a preserved
-// claim only under the same controller owner (or when neither has one).
-// Under another owner the old owner generation is gone, which authorizes
-// releasing the old VM and claiming fresh.
+// ownersGone is an OwnerAuthority under which the listed owner UIDs are
+// gone (release) and every other owner lives (preserve); a bare row goes.
+func ownersGone(gone ...string) pipeline.OwnerAuthority {
+	return func(_ context.Context, _ string, c store.Claim) pipeline.Verdict {
+		if c.OwnerUID == "" && c.OwnerKnown() {
+			return pipeline.Verdict{Release: true, Reason: "bare-pod"}
+		}
+		for _, g := range gone {
+			if c.OwnerUID == g {
+				return pipeline.Verdict{Release: true, Reason: "owner-gone", FromOwner: true}
+			}
+		}
+		return pipeline.Verdict{Reason: "owner-alive", FromOwner: true}
+	}
+}
+
+// "Adoption checks the owner": a same-name Pod adopts a preserved claim
+// only under the same controller owner (or when neither has one). Under
+// another owner, the claim's recorded owner is asked: gone, the old VM is
+// released and the new Pod claims fresh.
 func TestAdoptionRequiresSameOwner(t *testing.T) {
 	cases := []struct {
 		name           string
@@ -30,7 +47,7 @@ func TestAdoptionRequiresSameOwner(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, sim.Config{}, nil)
+			r := newRig(t, sim.Config{}, func(c *pipeline.Config) { c.Owners = ownersGone("owner-1") })
 			key := "ns/sandbox"
 			create(t, r.eng, intent(key, "uid-1", tc.oldOwner))
 			first := r.rep.running(t, "uid-1")
@@ -233,5 +250,27 @@ func TestDeleteTakesTheOwnerVerdictOutsideTheKeyLock(t *testing.T) {
 	}
 	if row, ok := r.store.Get(key); !ok || row.PodUID != "uid-2" {
 		t.Fatalf("row = %+v, %v; want it bound to uid-2", row, ok)
+	}
+}
+
+// A same-name Pod under another ownerReference (a bare Pod, or a forged
+// owner) is no authority over a VM whose recorded owner still lives: the
+// VM is kept, and the new Pod waits with a reason.
+func TestForgedOwnerDoesNotReleaseALiveOwnersVM(t *testing.T) {
+	for _, next := range []string{"", "forged-owner"} {
+		r := newRig(t, sim.Config{}, func(c *pipeline.Config) { c.Owners = ownersGone() }) // owner-1 lives
+		create(t, r.eng, intent("ns/p", "uid-1", "owner-1"))
+		first := r.rep.running(t, "uid-1")
+		if _, err := r.eng.Delete(context.Background(), first.ref, verdict(false, "owner-alive")); err != nil {
+			t.Fatal(err)
+		}
+		create(t, r.eng, intent("ns/p", "uid-2", next))
+		r.rep.pending(t, "uid-2", pipeline.ReasonOwnerConflict, 1)
+		if got := r.env.count("release"); got != 0 {
+			t.Fatalf("next owner %q: %d releases of a live owner's VM", next, got)
+		}
+		if row, _ := r.store.Get("ns/p"); row.ID != first.claim.ID || row.OwnerUID != "owner-1" {
+			t.Fatalf("next owner %q: row %s for %s, want the live owner's %s", next, row.ID, row.OwnerUID, first.claim.ID)
+		}
 	}
 }

@@ -43,6 +43,10 @@ type Config struct {
 	Sandboxd Sandboxd
 	Store    Store
 	Reporter Reporter
+	// Owners asks a claim's recorded owner for a verdict (a replaced
+	// owner's claim, a detached row). Nil: only a bare Pod's row may be
+	// released that way; every owned row is preserved.
+	Owners   OwnerAuthority
 	Observer Observer // optional
 	Logger   *slog.Logger
 
@@ -89,6 +93,9 @@ func (c *Config) defaults() error {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.Owners == nil {
+		c.Owners = bareOnly
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -104,6 +111,7 @@ type Engine struct {
 	sbx    Sandboxd
 	store  Store
 	rep    Reporter
+	owners OwnerAuthority
 
 	id     Identity
 	table  *table
@@ -135,7 +143,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: Identity{Node: cfg.Node},
 		tracer: otel.Tracer(tracerName),
-		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter,
+		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter, owners: cfg.Owners,
 		table: newTable(cfg.Store), gens: gens, locks: newKeyLocks(), seed: maphash.MakeSeed(),
 		verified: make(chan struct{}), listed: make(chan struct{}),
 	}
@@ -348,4 +356,13 @@ func splitKey(key string) (ns, name string) {
 // keyErr names the Pod and the cause, never a token.
 func keyErr(key, what string, err error) error {
 	return fmt.Errorf("%s for %s: %w", what, key, err)
+}
+
+// bareOnly is the OwnerAuthority without a way to ask an owner: a bare
+// Pod's row (known to have no owner) may go, nothing else.
+func bareOnly(_ context.Context, _ string, c store.Claim) Verdict {
+	if c.OwnerKnown() && c.OwnerUID == "" && c.Owner == "" {
+		return Verdict{Release: true, Reason: "bare-pod"}
+	}
+	return Verdict{Reason: "no-owner-authority"}
 }

@@ -18,3 +18,6 @@ func (e *Engine) ScanOrphansOnce(ctx context.Context, obs OrphanObserver) {
 
 // NumRequeues is the rate limiter's failure count for uid in its shard.
 func (e *Engine) NumRequeues(uid string) int { return e.shardFor(uid).q.NumRequeues(uid) }
+
+// ReauthorizeOnce runs one pass of the detached-claim re-authorization.
+func (e *Engine) ReauthorizeOnce(ctx context.Context) { e.reauthorizeOnce(ctx) }

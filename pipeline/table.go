@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"hash/maphash"
+	"maps"
 	"sync"
 
 	"github.com/cocoonstack/vk-sandbox/pool/store"
@@ -17,6 +18,10 @@ import (
 //   - unsettled: keys whose last claim attempt may have made a VM whose
 //     answer was lost (no row). The next transaction for the key looks the
 //     claim up by claim_ref before claiming, so no second VM leaks.
+//   - detached: keys whose claim is held for a Pod that no longer exists
+//     (a delete preserved it, or its release failed). Their recorded owner
+//     is asked again periodically (Engine.Reauthorize). A Pod that takes
+//     the claim over attaches it again.
 //   - lifetime: the ttl-seconds the key's current Pod asked for, set when
 //     its transaction publishes Running. Memory only: after a restart it is
 //     set again when virtual-kubelet hands the Pod back.
@@ -31,11 +36,12 @@ type table struct {
 	quarantined map[string]struct{}
 	unsettled   map[string]struct{}
 	lifetime    map[string]int64
+	detached    map[string]string // key → claim ID held for a Pod that is gone
 }
 
 func newTable(st Store) *table {
 	return &table{st: st, tentative: map[string]store.Claim{}, quarantined: map[string]struct{}{},
-		unsettled: map[string]struct{}{}, lifetime: map[string]int64{}}
+		unsettled: map[string]struct{}{}, lifetime: map[string]int64{}, detached: map[string]string{}}
 }
 
 // lookup returns the row for key and its state. O(1).
@@ -110,7 +116,33 @@ func (t *table) forget(key string) {
 	t.mu.Lock()
 	delete(t.quarantined, key)
 	delete(t.lifetime, key)
+	delete(t.detached, key)
 	t.mu.Unlock()
+}
+
+func (t *table) detach(key, id string) {
+	t.mu.Lock()
+	t.detached[key] = id
+	t.mu.Unlock()
+}
+
+func (t *table) attach(key string) {
+	t.mu.Lock()
+	delete(t.detached, key)
+	t.mu.Unlock()
+}
+
+func (t *table) isDetached(key, id string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.detached[key] == id
+}
+
+// detachedRows snapshots the detached keys and the claim IDs they hold.
+func (t *table) detachedRows() map[string]string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return maps.Clone(t.detached)
 }
 
 func (t *table) setLifetime(key string, ttlSeconds int64) {

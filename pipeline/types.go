@@ -103,11 +103,27 @@ type Store interface {
 	Len() int
 }
 
-// Verdict is the delete authorization decision (DESIGN §5).
+// Verdict is the delete authorization decision (docs/pod-contract.md,
+// "Delete authorization").
 type Verdict struct {
 	Release bool   // false: preserve
 	Reason  string // e.g. "bare-pod", "owner-gone", "owner-alive", "owner-get-error"
+	// FromOwner: the verdict was read from an owner object. A release that
+	// is not (a bare Pod's) carries no authority over a row whose owner is
+	// unknown (store.OwnerUnknown).
+	FromOwner bool
 }
+
+// ReasonOwnerUnknown preserves a row whose controller owner is unknown
+// when no owner lookup gave a release verdict.
+const ReasonOwnerUnknown = "owner-unknown"
+
+// OwnerAuthority asks a claim's recorded controller owner (c.Owner and
+// c.OwnerUID, never a Pod's ownerReference) for the verdict of the delete
+// table: release when it is gone, being deleted or replaced; preserve when
+// it lives or cannot be asked. key is the Pod key (its namespace is the
+// owner's). The kube package implements it with a fresh GET.
+type OwnerAuthority func(ctx context.Context, key string, c store.Claim) Verdict
 
 // Observer receives pipeline metrics. telemetry.Metrics satisfies it.
 type Observer interface {
