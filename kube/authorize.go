@@ -3,15 +3,18 @@ package kube
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // Verdict reasons. A Pod deletion is not VM authority: a Node-NotReady
@@ -26,6 +29,9 @@ const (
 	ReasonOwnerUnverfied = "owner-404-unverified"
 	ReasonOwnerGetError  = "owner-get-error"
 	ReasonNoDynamic      = "no-dynamic-client"
+	// ReasonOwnerUnnamed: a row records its owner's UID but not its name
+	// (an older row format), so the owner cannot be asked.
+	ReasonOwnerUnnamed = "owner-unnamed"
 )
 
 // Authorizer decides release or preserve for a deleted Pod by reading its
@@ -36,12 +42,36 @@ type Authorizer struct {
 	Timeout time.Duration     // per GET; default 5s
 }
 
-// Authorize implements the 7-row table of DESIGN §5.
+// Authorize implements the 7-row table of docs/pod-contract.md ("Delete
+// authorization") for a deleted Pod's controller owner.
 func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Verdict {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
 		return pipeline.Verdict{Release: true, Reason: ReasonBarePod}
 	}
+	return a.ask(ctx, pod.Namespace, owner)
+}
+
+// RecordedOwner implements pipeline.OwnerAuthority: the same table, for the
+// owner recorded with a claim rather than a Pod's ownerReference, which a
+// same-name Pod could forge.
+func (a *Authorizer) RecordedOwner(ctx context.Context, key string, c store.Claim) pipeline.Verdict {
+	if !c.OwnerKnown() {
+		return pipeline.Verdict{Reason: pipeline.ReasonOwnerUnknown}
+	}
+	if c.Owner == "" && c.OwnerUID == "" {
+		return pipeline.Verdict{Release: true, Reason: ReasonBarePod}
+	}
+	owner, ok := ownerRefOf(c)
+	if !ok {
+		return pipeline.Verdict{Reason: ReasonOwnerUnnamed}
+	}
+	ns, _, _ := strings.Cut(key, "/")
+	return a.ask(ctx, ns, owner)
+}
+
+// ask reads the controller owner with a fresh GET and maps the answer.
+func (a *Authorizer) ask(ctx context.Context, namespace string, owner *metav1.OwnerReference) pipeline.Verdict {
 	if a == nil || a.Dynamic == nil {
 		return pipeline.Verdict{Reason: ReasonNoDynamic}
 	}
@@ -56,16 +86,16 @@ func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Ve
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	gvr := gv.WithResource(Plural(owner.Kind))
-	obj, err := a.Dynamic.Resource(gvr).Namespace(pod.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+	obj, err := a.Dynamic.Resource(gvr).Namespace(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
 	switch {
 	case err == nil && obj.GetDeletionTimestamp() != nil:
-		return pipeline.Verdict{Release: true, Reason: ReasonOwnerDeleting}
+		return pipeline.Verdict{Release: true, Reason: ReasonOwnerDeleting, FromOwner: true}
 	case err == nil && obj.GetUID() != owner.UID:
-		return pipeline.Verdict{Release: true, Reason: ReasonOwnerRotated}
+		return pipeline.Verdict{Release: true, Reason: ReasonOwnerRotated, FromOwner: true}
 	case err == nil:
-		return pipeline.Verdict{Reason: ReasonOwnerAlive}
+		return pipeline.Verdict{Reason: ReasonOwnerAlive, FromOwner: true}
 	case apierrors.IsNotFound(err) && notFoundNames(err, owner.Name):
-		return pipeline.Verdict{Release: true, Reason: ReasonOwnerGone}
+		return pipeline.Verdict{Release: true, Reason: ReasonOwnerGone, FromOwner: true}
 	case apierrors.IsNotFound(err):
 		// A 404 without the object's name may be a missing endpoint (wrong
 		// plural, CRD not installed): that says nothing about the owner.
@@ -83,4 +113,23 @@ func notFoundNames(err error, name string) bool {
 	}
 	d := st.Status().Details
 	return d != nil && d.Name == name
+}
+
+// ownerString is how a claim records its Pod's controller owner:
+// "apiVersion/kind/name", where apiVersion may itself hold a "/". It is
+// the inverse of ownerRefOf, and the only place either is built.
+func ownerString(o *metav1.OwnerReference) string { return o.APIVersion + "/" + o.Kind + "/" + o.Name }
+
+// ownerRefOf rebuilds the controller ownerReference a claim recorded; false
+// when it records no named owner.
+func ownerRefOf(c store.Claim) (*metav1.OwnerReference, bool) {
+	parts := strings.Split(c.Owner, "/")
+	if c.OwnerUID == "" || !c.OwnerKnown() || len(parts) < 3 {
+		return nil, false
+	}
+	yes := true
+	return &metav1.OwnerReference{
+		APIVersion: strings.Join(parts[:len(parts)-2], "/"), Kind: parts[len(parts)-2], Name: parts[len(parts)-1],
+		UID: types.UID(c.OwnerUID), Controller: &yes,
+	}, true
 }

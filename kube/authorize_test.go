@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 var sandboxes = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1alpha1", Resource: "sandboxes"}
@@ -87,3 +89,34 @@ func TestDeleteAuthorizationTable(t *testing.T) {
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }
+
+// The recorded owner is asked, never a Pod's ownerReference: a row records
+// "apiVersion/kind/name" and the owner's UID, and the same table applies.
+func TestRecordedOwnerIsAskedWithTheDeleteTable(t *testing.T) {
+	ctx := context.Background()
+	rec := store.Claim{ID: "sb_1", OwnerUID: "u1", Owner: "agents.x-k8s.io/v1alpha1/Sandbox/box"}
+	for _, tc := range []struct {
+		name    string
+		objs    []*unstructured.Unstructured
+		c       store.Claim
+		release bool
+		reason  string
+	}{
+		{"alive", []*unstructured.Unstructured{owner("", false)}, rec, false, ReasonOwnerAlive},
+		{"gone", nil, rec, true, ReasonOwnerGone},
+		{"deleting", []*unstructured.Unstructured{owner("", true)}, rec, true, ReasonOwnerDeleting},
+		{"rotated", []*unstructured.Unstructured{owner("u2", false)}, rec, true, ReasonOwnerRotated},
+		{"bare row", nil, store.Claim{ID: "sb_1"}, true, ReasonBarePod},
+		{"unknown owner", nil, store.Claim{ID: "sb_1", Owner: store.OwnerUnknown}, false, "owner-unknown"},
+		{"uid without a name", nil, store.Claim{ID: "sb_1", OwnerUID: "u1"}, false, ReasonOwnerUnnamed},
+	} {
+		a := &Authorizer{Dynamic: fakeDyn(tc.objs...)}
+		v := a.RecordedOwner(ctx, "ns/p", tc.c)
+		if v.Release != tc.release || v.Reason != tc.reason {
+			t.Errorf("%s: verdict %+v, want release=%v reason %s", tc.name, v, tc.release, tc.reason)
+		}
+	}
+	if o, ok := ownerRefOf(rec); !ok || ownerString(o) != rec.Owner || o.UID != "u1" {
+		t.Errorf("ownerRefOf/ownerString do not round-trip: %+v", o)
+	}
+}

@@ -78,7 +78,7 @@ func refOf(pod *corev1.Pod) pipeline.PodRef {
 	ref := pipeline.PodRef{Key: podKey(pod), UID: string(pod.UID)}
 	if o := metav1.GetControllerOf(pod); o != nil {
 		ref.OwnerUID = string(o.UID)
-		ref.Owner = o.APIVersion + "/" + o.Kind + "/" + o.Name
+		ref.Owner = ownerString(o)
 	}
 	return ref
 }

@@ -34,13 +34,8 @@ func (p *Provider) Restore(rangeRows func(func(key string, c store.Claim) bool))
 			Namespace: ns, Name: name, UID: types.UID(c.PodUID),
 			Annotations: map[string]string{annRestored: "true", AnnClaimID: c.ID},
 		}}
-		if parts := strings.Split(c.Owner, "/"); c.OwnerUID != "" && len(parts) >= 3 {
-			yes := true
-			apiVersion := strings.Join(parts[:len(parts)-2], "/")
-			pod.OwnerReferences = []metav1.OwnerReference{{
-				APIVersion: apiVersion, Kind: parts[len(parts)-2], Name: parts[len(parts)-1],
-				UID: types.UID(c.OwnerUID), Controller: &yes,
-			}}
+		if owner, ok := ownerRefOf(c); ok {
+			pod.OwnerReferences = []metav1.OwnerReference{*owner}
 		} else if c.OwnerUID != "" {
 			// An owner UID without its name (a row from an older format):
 			// the owner cannot be asked, so a delete will preserve.

@@ -24,6 +24,7 @@ type config struct {
 	TokenFile                    string
 	StatePath                    string
 	OrphanScanInterval           time.Duration
+	ReauthorizeInterval          time.Duration
 	PublishInventory             bool
 	PublishInterval              time.Duration
 	NodeLabels                   string
@@ -108,6 +109,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.TokenFile, "sandboxd-token-file", env("SANDBOXD_TOKEN_FILE", ""), "file holding the sandboxd node token [SANDBOXD_TOKEN_FILE]")
 	fs.StringVar(&c.StatePath, "state-path", env("VK_STATE_PATH", "/var/lib/vk-sandbox/claims.json"), "claim state file: the only authority to release this node's VMs (required, must be writable) [VK_STATE_PATH]")
 	fs.DurationVar(&c.OrphanScanInterval, "orphan-scan-interval", 60*time.Second, "orphan audit interval; 0 disables (reports only, never releases)")
+	fs.DurationVar(&c.ReauthorizeInterval, "reauthorize-interval", envDuration("VK_REAUTHORIZE_INTERVAL", time.Minute), "how often the recorded owner of a claim held for a Pod that is gone (preserved, or its release failed) is asked again; a release verdict releases it. 0 disables [VK_REAUTHORIZE_INTERVAL]")
 	fs.BoolVar(&c.PublishInventory, "publish-inventory", false, "server-side-apply a NodeInventory object for this node")
 	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "NodeInventory publish interval")
 	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]")
@@ -170,6 +172,9 @@ func parseFlags(args []string) (*config, error) {
 		if d <= 0 {
 			return nil, fmt.Errorf("%s must be positive, got %s", name, d)
 		}
+	}
+	if c.ReauthorizeInterval < 0 {
+		return nil, fmt.Errorf("--reauthorize-interval must not be negative (0 disables)")
 	}
 	if c.OrphanScanInterval < 0 {
 		return nil, fmt.Errorf("--orphan-scan-interval must not be negative (0 disables)")

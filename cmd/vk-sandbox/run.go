@@ -87,12 +87,13 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	defer eb.Shutdown()
 	recorder := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vk-sandbox", Host: cfg.NodeName})
 
-	prov := kube.NewProvider(&kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}, recorder, log)
+	auth := &kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}
+	prov := kube.NewProvider(auth, recorder, log)
 	prov.Pods = client.CoreV1()
 	eng, err := pipeline.New(pipeline.Config{
 		Node:   cfg.NodeName,
 		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
-		Sandboxd: sbx, Store: st, Reporter: prov, Observer: tel.Metrics, Logger: log,
+		Sandboxd: sbx, Store: st, Reporter: prov, Owners: auth.RecordedOwner, Observer: tel.Metrics, Logger: log,
 		RequeueMax: cfg.RequeueMax,
 	})
 	if err != nil {
@@ -129,6 +130,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	go probeSandboxd(engCtx, sbx, prov, eng, cfg.NodeIP, log)
 	go eng.Run(engCtx)
 	go eng.WatchLeases(engCtx, cfg.LeaseCheckInterval)
+	if cfg.ReauthorizeInterval > 0 {
+		go eng.Reauthorize(engCtx, cfg.ReauthorizeInterval)
+	}
 	if cfg.OrphanScanInterval > 0 {
 		go eng.ScanOrphans(engCtx, cfg.OrphanScanInterval, tel.Metrics)
 	}
