@@ -63,6 +63,12 @@ type Config struct {
 	// VerifyInterval caps the wait between quarantine verification tries.
 	// Default 2s.
 	VerifyInterval time.Duration
+	// SettleWindow is how long a VM this node made may stay undelivered
+	// before the orphan scan releases it: longer than the worst time a
+	// claim takes to finish at sandboxd after its caller gave up (one claim
+	// attempt's deadline), so that the key's next lookup can still recover
+	// it. Default 2m.
+	SettleWindow time.Duration
 }
 
 func (c *Config) defaults() error {
@@ -89,6 +95,7 @@ func (c *Config) defaults() error {
 	defd(&c.RequeueMax, 30*time.Second)
 	defd(&c.ReleaseTimeout, 10*time.Second)
 	defd(&c.VerifyInterval, 2*time.Second)
+	defd(&c.SettleWindow, 2*time.Minute)
 	c.ClaimRetry.defaults()
 	if c.Observer == nil {
 		c.Observer = nopObserver{}

@@ -15,7 +15,8 @@ type OrphanObserver interface {
 }
 
 // ScanOrphans audits the claim table against the sandboxd listing every
-// interval. It only reports, and it never releases anything:
+// interval. It reports, and it releases nothing but undelivered VMs (see
+// releaseUndelivered):
 //   - unknown: listed sandboxes that this node made (Identity.Owns) and
 //     that no claim holds (for example a lost claim response whose token
 //     could not be recovered). Other clients' sandboxes on the same
@@ -47,11 +48,11 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 	}
 	obs.OrphanScan(true)
 	listed := make(map[string]string, len(rows)) // id → claim_ref
-	ours := map[string]bool{}
+	ours := map[string]pool.Sandbox{}
 	for _, r := range rows {
 		listed[r.ID] = r.ClaimRef
 		if _, ok := e.id.Owns(r); ok {
-			ours[r.ID] = true
+			ours[r.ID] = r
 		}
 	}
 	held := map[string]struct{}{}
@@ -71,7 +72,11 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 	})
 	unknown := 0
 	for id, ref := range listed {
-		if _, ok := held[id]; ok || !ours[id] {
+		r, mine := ours[id]
+		if _, ok := held[id]; ok || !mine {
+			continue
+		}
+		if e.releaseUndelivered(ctx, r) {
 			continue
 		}
 		unknown++

@@ -1,0 +1,66 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+)
+
+// A claim whose caller gave up while sandboxd was still provisioning
+// finishes anyway, and its VM shows up only then: after the key's lookup
+// found nothing and the Pod got a second VM. The orphan scan releases the
+// undelivered one, so the Pod ends with exactly one VM.
+func TestClaimFinishingAfterItsCallerLeftEndsWithOneVM(t *testing.T) {
+	env := newSim(t, sim.Config{})
+	slowClaims, err := pool.NewClient(pool.ClientOptions{BaseURL: env.url, Token: rootToken, Retry: fastRetry, ClaimTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slowClaims.CloseIdleConnections)
+	rep := newReporter()
+	cfg := testConfig(slowClaims, openStore(t, tempStorePath(t), false), rep)
+	cfg.SettleWindow = time.Millisecond
+	e := startEngine(t, cfg)
+	<-e.Listed()
+
+	env.sim.SetClaimLatency(600 * time.Millisecond) // the first claim outlives its 100ms attempt
+	create(t, e, intent("ns/late", "uid-late", ""))
+	eventually(t, "the first claim at sandboxd", func() bool { return env.count("claim") >= 1 })
+	env.sim.SetClaimLatency(0)
+	run := rep.running(t, "uid-late")
+	eventually(t, "the abandoned claim to finish", func() bool { return len(env.sandboxesFor("ns/late")) == 2 })
+
+	e.ScanOrphansOnce(context.Background(), &orphanObs{})
+	live := env.sandboxesFor("ns/late")
+	if len(live) != 1 || live[0].ID != run.claim.ID {
+		t.Fatalf("VMs for ns/late after the scan: %v, want only the delivered %s", live, run.claim.ID)
+	}
+	rep.waitFor(t, "the undelivered release decision", func(evs []event) bool {
+		return find(evs, "decision", "", "release/undelivered") >= 0
+	})
+	if row, _ := e.Claim("ns/late"); row.ID != run.claim.ID {
+		t.Errorf("the row holds %s, want %s", row.ID, run.claim.ID)
+	}
+}
+
+// Without the root token an undelivered VM's credential cannot be fetched:
+// it is reported, never released, and nothing is asked in a loop.
+func TestUndeliveredVMWithTenantTokenIsOnlyReported(t *testing.T) {
+	env := newSim(t, sim.Config{})
+	rep := newReporter()
+	cfg := testConfig(env.node, openStore(t, tempStorePath(t), false), rep)
+	cfg.SettleWindow = time.Millisecond
+	e := startEngine(t, cfg)
+	vm := preClaim(t, env.node, "ns/x", "")
+	if _, err := env.node.Get(context.Background(), vm.ID); err == nil {
+		t.Fatal("a tenant read a sandbox by id")
+	}
+	obs := &orphanObs{}
+	e.ScanOrphansOnce(context.Background(), obs)
+	if len(obs.verdicts) != 1 || obs.verdicts[0] != [2]int{1, 0} || !alive(env, vm.ID) {
+		t.Fatalf("verdicts %v alive %v: want the VM reported and kept", obs.verdicts, alive(env, vm.ID))
+	}
+}
