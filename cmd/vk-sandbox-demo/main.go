@@ -44,7 +44,7 @@ const (
 var sandboxGVR = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1alpha1", Resource: "sandboxes"}
 
 func main() {
-	hold := flag.Bool("hold", isTerminal(), "keep everything running after the walkthrough until Ctrl-C (default: when stdin is a terminal)")
+	hold := flag.Bool("hold", isTerminal(os.Stdin), "keep everything running after the walkthrough until Ctrl-C (default: when stdin is a terminal)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -252,4 +252,4 @@ func repoRoot() (string, error) {
 // isTerminal asks the tty layer. A character-device check is not enough:
 // /dev/null is a character device too, and `make demo </dev/null` from a
 // script would then hold forever.
-func isTerminal() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
