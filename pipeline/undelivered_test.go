@@ -22,7 +22,7 @@ func TestClaimFinishingAfterItsCallerLeftEndsWithOneVM(t *testing.T) {
 	t.Cleanup(slowClaims.CloseIdleConnections)
 	rep := newReporter()
 	cfg := testConfig(slowClaims, openStore(t, tempStorePath(t), false), rep)
-	cfg.SettleWindow = time.Millisecond
+	cfg.SettleWindow = time.Nanosecond
 	e := startEngine(t, cfg)
 	<-e.Listed()
 
@@ -52,7 +52,7 @@ func TestUndeliveredVMWithTenantTokenIsOnlyReported(t *testing.T) {
 	env := newSim(t, sim.Config{})
 	rep := newReporter()
 	cfg := testConfig(env.node, openStore(t, tempStorePath(t), false), rep)
-	cfg.SettleWindow = time.Millisecond
+	cfg.SettleWindow = time.Nanosecond
 	e := startEngine(t, cfg)
 	vm := preClaim(t, env.node, "ns/x", "")
 	if _, err := env.node.Get(context.Background(), vm.ID); err == nil {
