@@ -25,6 +25,7 @@ type config struct {
 	StatePath                    string
 	OrphanScanInterval           time.Duration
 	ReauthorizeInterval          time.Duration
+	SettleWindow                 time.Duration
 	PublishInventory             bool
 	PublishInterval              time.Duration
 	NodeLabels                   string
@@ -110,6 +111,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.StatePath, "state-path", env("VK_STATE_PATH", "/var/lib/vk-sandbox/claims.json"), "claim state file: the only authority to release this node's VMs (required, must be writable) [VK_STATE_PATH]")
 	fs.DurationVar(&c.OrphanScanInterval, "orphan-scan-interval", 60*time.Second, "orphan audit interval; 0 disables (reports only, never releases)")
 	fs.DurationVar(&c.ReauthorizeInterval, "reauthorize-interval", envDuration("VK_REAUTHORIZE_INTERVAL", time.Minute), "how often the recorded owner of a claim held for a Pod that is gone (preserved, or its release failed) is asked again; a release verdict releases it. 0 disables [VK_REAUTHORIZE_INTERVAL]")
+	fs.DurationVar(&c.SettleWindow, "settle-window", envDuration("VK_SETTLE_WINDOW", 2*time.Minute), "how long a VM this node made may stay undelivered (a claim that finished after its answer was lost) before the orphan scan releases it; keep it above --sandboxd-claim-timeout [VK_SETTLE_WINDOW]")
 	fs.BoolVar(&c.PublishInventory, "publish-inventory", false, "server-side-apply a NodeInventory object for this node")
 	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "NodeInventory publish interval")
 	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]")
@@ -168,7 +170,7 @@ func parseFlags(args []string) (*config, error) {
 		c.AdvertiseAddr = u.Host
 	}
 	for name, d := range map[string]time.Duration{"--publish-interval": c.PublishInterval, "--lease-check-interval": c.LeaseCheckInterval,
-		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout} {
+		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout, "--settle-window": c.SettleWindow} {
 		if d <= 0 {
 			return nil, fmt.Errorf("%s must be positive, got %s", name, d)
 		}

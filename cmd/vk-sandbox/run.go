@@ -94,7 +94,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Node:   cfg.NodeName,
 		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
 		Sandboxd: sbx, Store: st, Reporter: prov, Owners: auth.RecordedOwner, Observer: tel.Metrics, Logger: log,
-		RequeueMax: cfg.RequeueMax,
+		RequeueMax: cfg.RequeueMax, SettleWindow: cfg.SettleWindow,
 	})
 	if err != nil {
 		return err

@@ -77,6 +77,23 @@ type r1Crash struct {
 // Throughout: no sandbox is released while its owner is alive. At the end,
 // once every owner is gone: nothing is left at the emulator or in the file.
 func TestR1CrashKill(t *testing.T) {
+	// Every claim is a cold boot: the VM is made 20ms after admission even if
+	// vk-sandbox is killed meanwhile, which widens the window between
+	// "sandboxd made a VM" and "the claim is durable" that a kill can hit.
+	runR1(t, sim.Config{Pools: map[pool.Key]int{{Template: "default"}: 0}})
+}
+
+// TestR1CrashKillSlowSandboxd is R1 against a slow sandboxd: claims take
+// 100-400ms while an attempt may take 250ms, so many time out and finish
+// after their caller gave up (or was killed), and their VMs show up only
+// then. The undelivered ones are released by the orphan scan; the
+// invariants are R1's.
+func TestR1CrashKillSlowSandboxd(t *testing.T) {
+	runR1(t, sim.Config{Pools: map[pool.Key]int{{Template: "default"}: 0}, ClaimLatency: 100 * time.Millisecond, ClaimJitter: 300 * time.Millisecond},
+		"--sandboxd-claim-timeout", "250ms", "--orphan-scan-interval", "500ms", "--settle-window", "1s")
+}
+
+func runR1(t *testing.T, simCfg sim.Config, extraArgs ...string) {
 	size := r1SizeNow()
 	seed := r1Seed(t)
 	t.Logf("R1: seed=%d (replay with VK_R1_SEED=%d) pairs=%d kills=%d", seed, seed, size.pairs, size.kills)
@@ -86,10 +103,7 @@ func TestR1CrashKill(t *testing.T) {
 
 	ns := newNamespace(t)
 	book := &r1Book{ns: ns, pairs: map[string]*r1Pair{}}
-	// Every claim is a cold boot: the VM is made 20ms after admission even if
-	// vk-sandbox is killed meanwhile, which widens the window between
-	// "sandboxd made a VM" and "the claim is durable" that a kill can hit.
-	n, rec := startR1Node(t, sim.Config{Pools: map[pool.Key]int{{Template: "default"}: 0}}, book.onRelease)
+	n, rec := startR1Node(t, simCfg, book.onRelease, extraArgs...)
 	n.waitReady()
 	cs, dyn := clients(t)
 	pods, err := newR1Pods(ctx, cs, ns)
@@ -291,7 +305,7 @@ func (c *r1Crash) describeLeaks(left []pool.Sandbox) []string {
 // summary prints the figures; leaks < 0 means the run did not get to the end.
 func (c *r1Crash) summary(took time.Duration, leaks int) {
 	c.book.mu.Lock()
-	releases, preserved, wrongful := c.book.releases, c.book.preserved, len(c.book.wrongful)
+	releases, undelivered, preserved, wrongful := c.book.releases, c.book.undelivered, c.book.preserved, len(c.book.wrongful)
 	c.book.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -299,7 +313,7 @@ func (c *r1Crash) summary(took time.Duration, leaks int) {
 	if leaks < 0 {
 		ls = "unknown (run aborted)"
 	}
-	c.t.Logf("R1: kills=%d pods=%d claims=%d releases=%d preserved=%d leaks=%s wrongful=%d lost_rows=%d unaccounted_at_kills=%d duplicates_at_kills=%d seed=%d took=%v",
-		c.kills, c.size.pairs, c.n.counter("claim_ok"), releases, preserved, ls, wrongful, len(c.lostRows),
+	c.t.Logf("R1: kills=%d pods=%d claims=%d releases=%d undelivered_released=%d preserved=%d leaks=%s wrongful=%d lost_rows=%d unaccounted_at_kills=%d duplicates_at_kills=%d seed=%d took=%v",
+		c.kills, c.size.pairs, c.n.counter("claim_ok"), releases, undelivered, preserved, ls, wrongful, len(c.lostRows),
 		c.unaccounted, c.duplicates, c.seed, took.Round(time.Millisecond))
 }

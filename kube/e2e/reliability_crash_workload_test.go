@@ -49,9 +49,10 @@ type r1Pair struct {
 	name      string
 	fate      r1Fate
 	owner     *unstructured.Unstructured
-	runningID string // the claim id last seen on the Pod while Running
-	ownerGone bool   // set before the owner delete is sent: from then on a release is authorized
-	done      bool   // the flow finished (nothing will create this Pod again, except the final cleanup)
+	runningID string          // the claim id last seen on the Pod while Running
+	ranOn     map[string]bool // every claim id seen on the Pod while Running (under the book's lock)
+	ownerGone bool            // set before the owner delete is sent: from then on a release is authorized
+	done      bool            // the flow finished (nothing will create this Pod again, except the final cleanup)
 }
 
 // r1Book is shared by the workers, the killer and the release recorder.
@@ -60,16 +61,20 @@ type r1Book struct {
 	mu    sync.Mutex
 	pairs map[string]*r1Pair // by pod key
 
-	releases  int
-	preserved int      // preserve flows that got the same VM back
-	wrongful  []string // releases of a VM whose owner was alive
+	releases    int
+	undelivered int      // releases of a VM its Pod never ran on, while the owner lives
+	preserved   int      // preserve flows that got the same VM back
+	wrongful    []string // releases of a VM whose owner was alive
 }
 
 func (b *r1Book) key(name string) string { return b.ns + "/" + name }
 
 // onRelease judges one successful release at sandboxd. Invariant: only an
-// owner deletion authorizes it; the owner is marked gone before the delete
-// is sent, so a legitimate release always finds the mark.
+// owner deletion authorizes the release of a VM a Pod runs on; the owner is
+// marked gone before the delete is sent, so a legitimate release always
+// finds the mark. A VM its Pod never ran on (a claim that finished after
+// its answer was lost, while the Pod got another VM) was delivered to no
+// one, and the node may release it while the owner lives.
 func (b *r1Book) onRelease(id, claimRef string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -78,6 +83,8 @@ func (b *r1Book) onRelease(id, claimRef string) {
 	switch {
 	case p == nil:
 		b.wrongful = append(b.wrongful, fmt.Sprintf("sandbox %s (claim_ref %q) released, and no pair of this test owns it", id, claimRef))
+	case !p.ownerGone && p.runningID != id && !p.ranOn[id]:
+		b.undelivered++
 	case !p.ownerGone:
 		b.wrongful = append(b.wrongful, fmt.Sprintf("sandbox %s of pod %s released while its owner %s (uid %s) is alive (VM last seen Running: %q)",
 			id, claimRef, p.owner.GetName(), p.owner.GetUID(), p.runningID))
@@ -224,7 +231,13 @@ func (d *r1Driver) runPod(ctx context.Context, p *r1Pair) (string, error) {
 	if id == "" {
 		return "", fmt.Errorf("pod %s is Running without the %s annotation", key, kube.AnnClaimID)
 	}
-	d.book.update(key, func(p *r1Pair) { p.runningID = id })
+	d.book.update(key, func(p *r1Pair) {
+		p.runningID = id
+		if p.ranOn == nil {
+			p.ranOn = map[string]bool{}
+		}
+		p.ranOn[id] = true
+	})
 	return id, nil
 }
 
