@@ -14,7 +14,9 @@ GOARCH  ?= $(shell $(GO) env GOARCH)
 CMDS := vk-sandbox sandboxd-sim
 
 # Packages with concurrency worth running under the race detector.
-RACE_PKGS ?= ./pool/... ./pipeline/... ./kube/...
+# Under -race, kube/e2e also builds the vk-sandbox binary with -race and
+# fails a test whose binary reported a data race.
+RACE_PKGS ?= ./pool/... ./pipeline/... ./kube/... ./telemetry/... ./cmd/...
 
 # Generous for 2 shared CI cores; the whole CI job has 90 minutes.
 TEST_TIMEOUT ?= 30m

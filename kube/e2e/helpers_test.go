@@ -112,6 +112,7 @@ func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, token string,
 	}, extraArgs...)
 	t.Cleanup(func() {
 		n.stop()
+		n.checkRaces()
 		if t.Failed() {
 			n.dumpLog()
 		}
@@ -178,6 +179,18 @@ func (n *vkNode) dumpLog() {
 			lines = lines[len(lines)-80:]
 		}
 		n.t.Logf("vk-sandbox log (start %d, tail):\n%s", i, strings.Join(lines, "\n"))
+	}
+}
+
+// checkRaces fails the test if a race-built vk-sandbox reported a data race
+// in any of its runs.
+func (n *vkNode) checkRaces() {
+	for i := 1; i <= n.starts; i++ {
+		b, _ := os.ReadFile(filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", i)))
+		if at := bytes.Index(b, []byte("WARNING: DATA RACE")); at >= 0 {
+			end := min(len(b), at+4000)
+			n.t.Errorf("vk-sandbox (start %d) reported a data race:\n%s", i, b[at:end])
+		}
 	}
 }
 

@@ -31,7 +31,11 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	vkBin = filepath.Join(dir, "vk-sandbox")
-	build := exec.CommandContext(ctx, "go", "build", "-o", vkBin, "../../cmd/vk-sandbox")
+	args := []string{"build", "-o", vkBin}
+	if raceBinary {
+		args = append(args, "-race")
+	}
+	build := exec.CommandContext(ctx, "go", append(args, "../../cmd/vk-sandbox")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build vk-sandbox:", err)
