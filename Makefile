@@ -22,7 +22,8 @@ RACE_PKGS ?= ./pool/... ./pipeline/... ./kube/... ./telemetry/... ./cmd/...
 TEST_TIMEOUT ?= 30m
 TEST_FLAGS   ?=
 
-LDFLAGS := -X main.version=$(VERSION)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
 .PHONY: build build-linux tools test test-reliability fuzz lint bench bench-burst plots clean demo
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,44 +48,6 @@ type config struct {
 	Version                             bool
 }
 
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && name != "" {
-		return v
-	}
-	return def
-}
-
-// envInt reads an integer default from the environment. A value that does
-// not parse is reported at startup rather than silently replaced.
-func envInt(name string, def int) int {
-	v, ok := os.LookupEnv(name)
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil {
-		envErrs = append(envErrs, fmt.Errorf("$%s=%q: not an integer", name, v))
-		return def
-	}
-	return n
-}
-
-// envDuration reads a duration default from the environment, like envInt.
-func envDuration(name string, def time.Duration) time.Duration {
-	v, ok := os.LookupEnv(name)
-	if !ok {
-		return def
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(v))
-	if err != nil {
-		envErrs = append(envErrs, fmt.Errorf("$%s=%q: not a duration", name, v))
-		return def
-	}
-	return d
-}
-
-var envErrs []error
-
 // Worker-count defaults: the flags' defaults, and what 0 or less means.
 const (
 	defaultShards          = 8
@@ -96,37 +57,49 @@ const (
 
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
-	fs := flag.NewFlagSet("vk-sandbox", flag.ContinueOnError)
-	fs.StringVar(&c.NodeName, "node-name", env("VK_NODE_NAME", "vk-sandboxd"), "virtual node name [VK_NODE_NAME]")
-	fs.StringVar(&c.NodeIP, "node-ip", env("VK_NODE_IP", ""), "node InternalIP address [VK_NODE_IP]")
-	fs.StringVar(&c.ListenAddr, "listen-addr", env("VK_LISTEN_ADDR", ":10260"), "kubelet API listen address; its port is advertised as the kubelet endpoint [VK_LISTEN_ADDR]")
-	fs.StringVar(&c.TLSCert, "tls-cert", env("VK_TLS_CERT", ""), "kubelet serving certificate (empty: self-signed P-256) [VK_TLS_CERT]")
-	fs.StringVar(&c.TLSKey, "tls-key", env("VK_TLS_KEY", ""), "kubelet serving key [VK_TLS_KEY]")
-	fs.StringVar(&c.NodeCPU, "node-cpu", env("VK_NODE_CPU", "4000"), "node cpu capacity [VK_NODE_CPU]")
-	fs.StringVar(&c.NodeMemory, "node-memory", env("VK_NODE_MEMORY", "8Ti"), "node memory capacity [VK_NODE_MEMORY]")
-	fs.IntVar(&c.NodePods, "node-pods", envInt("VK_NODE_PODS", 2000), "node pod capacity [VK_NODE_PODS]")
-	fs.StringVar(&c.SandboxdURL, "sandboxd-url", env("SANDBOXD_URL", "http://127.0.0.1:7777"), "sandboxd base URL [SANDBOXD_URL]")
-	fs.StringVar(&c.AdvertiseAddr, "sandboxd-advertise-addr", env("SANDBOXD_ADVERTISE_ADDR", ""), "sandboxd address published in NodeInventory (default: host:port of --sandboxd-url) [SANDBOXD_ADVERTISE_ADDR]")
-	fs.StringVar(&c.TokenFile, "sandboxd-token-file", env("SANDBOXD_TOKEN_FILE", ""), "file holding the sandboxd node token [SANDBOXD_TOKEN_FILE]")
-	fs.StringVar(&c.StatePath, "state-path", env("VK_STATE_PATH", "/var/lib/vk-sandbox/claims.json"), "claim state file: the only authority to release this node's VMs (required, must be writable) [VK_STATE_PATH]")
+	fs := newFlagSet()
+	defineFlags(fs, c)
+	if err := applyEnv(fs, os.LookupEnv); err != nil {
+		return nil, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return c, c.settle()
+}
+
+// defineFlags declares every flag of the binary into c.
+func defineFlags(fs *flag.FlagSet, c *config) {
+	fs.StringVar(&c.NodeName, "node-name", "vk-sandboxd", "virtual node name")
+	fs.StringVar(&c.NodeIP, "node-ip", "", "node InternalIP address")
+	fs.StringVar(&c.ListenAddr, "listen-addr", ":10260", "kubelet API listen address; its port is advertised as the kubelet endpoint")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "kubelet serving certificate (empty: self-signed P-256)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "kubelet serving key")
+	fs.StringVar(&c.NodeCPU, "node-cpu", "4000", "node cpu capacity")
+	fs.StringVar(&c.NodeMemory, "node-memory", "8Ti", "node memory capacity")
+	fs.IntVar(&c.NodePods, "node-pods", 2000, "node pod capacity")
+	fs.StringVar(&c.SandboxdURL, "sandboxd-url", "http://127.0.0.1:7777", "sandboxd base URL")
+	fs.StringVar(&c.AdvertiseAddr, "sandboxd-advertise-addr", "", "sandboxd address published in NodeInventory (default: host:port of --sandboxd-url)")
+	fs.StringVar(&c.TokenFile, "sandboxd-token-file", "", "file holding the sandboxd bearer token: the node's root api_token, or a tenant token (fewer features, see docs)")
+	fs.StringVar(&c.StatePath, "state-path", "/var/lib/vk-sandbox/claims.json", "claim state file: the only authority to release this node's VMs (required, must be writable)")
 	fs.DurationVar(&c.OrphanScanInterval, "orphan-scan-interval", 60*time.Second, "orphan audit interval; 0 disables (reports only, never releases)")
-	fs.DurationVar(&c.ReauthorizeInterval, "reauthorize-interval", envDuration("VK_REAUTHORIZE_INTERVAL", time.Minute), "how often the recorded owner of a claim held for a Pod that is gone (preserved, or its release failed) is asked again; a release verdict releases it. 0 disables [VK_REAUTHORIZE_INTERVAL]")
-	fs.DurationVar(&c.SettleWindow, "settle-window", envDuration("VK_SETTLE_WINDOW", 2*time.Minute), "how long a VM this node made may stay undelivered (a claim that finished after its answer was lost) before the orphan scan releases it; keep it above --sandboxd-claim-timeout [VK_SETTLE_WINDOW]")
+	fs.DurationVar(&c.ReauthorizeInterval, "reauthorize-interval", time.Minute, "how often the recorded owner of a claim held for a Pod that is gone (preserved, or its release failed) is asked again; a release verdict releases it. 0 disables")
+	fs.DurationVar(&c.SettleWindow, "settle-window", 2*time.Minute, "how long a VM this node made may stay undelivered (a claim that finished after its answer was lost) before the orphan scan releases it; keep it above --sandboxd-claim-timeout")
 	fs.BoolVar(&c.PublishInventory, "publish-inventory", false, "server-side-apply a NodeInventory object for this node")
 	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "NodeInventory publish interval")
-	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]")
+	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]; the built-in type and runtime labels are applied after them and cannot be overridden")
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 200, "client-side QPS limit towards the apiserver")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 400, "client-side burst towards the apiserver")
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig path, used when not in-cluster [KUBECONFIG]")
-	fs.IntVar(&c.Shards, "shards", envInt("VK_SHARDS", defaultShards), "claim pipeline shards (queues keyed by Pod UID) [VK_SHARDS]")
-	fs.IntVar(&c.WorkersPerShard, "workers-per-shard", envInt("VK_WORKERS_PER_SHARD", defaultWorkersPerShard), "claim workers per shard [VK_WORKERS_PER_SHARD]")
-	fs.IntVar(&c.QueueDepth, "queue-depth", envInt("VK_QUEUE_DEPTH", 0), "Pods that may hold a claim intent per shard; at least --node-pods (0: --node-pods). A Pod finding its shard full is deferred, never waited for [VK_QUEUE_DEPTH]")
-	fs.IntVar(&c.VKWorkers, "vk-workers", envInt("VK_VK_WORKERS", defaultVKWorkers), "virtual-kubelet sync/status workers [VK_VK_WORKERS]")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("VK_METRICS_ADDR", ":10261"), "Prometheus /metrics, /healthz and /readyz listen address; empty disables [VK_METRICS_ADDR]")
-	fs.StringVar(&c.LogLevel, "log-level", env("VK_LOG_LEVEL", "info"), "debug, info, warn or error [VK_LOG_LEVEL]")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file; it wins over $KUBECONFIG (a list of files), in-cluster config and ~/.kube/config, in that order")
+	fs.IntVar(&c.Shards, "shards", defaultShards, "claim pipeline shards (queues keyed by Pod UID)")
+	fs.IntVar(&c.WorkersPerShard, "workers-per-shard", defaultWorkersPerShard, "claim workers per shard")
+	fs.IntVar(&c.QueueDepth, "queue-depth", 0, "Pods that may hold a claim intent per shard; at least --node-pods (0: --node-pods). A Pod finding its shard full is deferred, never waited for")
+	fs.IntVar(&c.VKWorkers, "vk-workers", defaultVKWorkers, "virtual-kubelet sync/status workers")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":10261", "Prometheus /metrics, /healthz and /readyz listen address; empty disables")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.RequeueMax, "requeue-max", 30*time.Second, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
-	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", envDuration("SANDBOXD_TIMEOUT", pool.DefaultAttemptTimeout), "deadline of one sandboxd request attempt (list, get, release, renew, info), body included [SANDBOXD_TIMEOUT]")
-	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", envDuration("SANDBOXD_CLAIM_TIMEOUT", pool.DefaultClaimTimeout), "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry [SANDBOXD_CLAIM_TIMEOUT]")
+	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
+	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
 	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", 5*time.Second, "timeout of the owner GET on delete; a timeout preserves the VM")
 	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight claims")
@@ -134,12 +107,11 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.UnsafeKubeletNoAuth, "unsafe-kubelet-no-auth", false, "serve the kubelet API without TokenReview/SubjectAccessReview (tests only)")
 	fs.BoolVar(&c.UnsafeNoFsync, "unsafe-no-fsync", false, "do not fsync the state file (benchmarks only: a crash loses release credentials)")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if len(envErrs) > 0 {
-		return nil, envErrs[0]
-	}
+}
+
+// settle applies the documented defaults that depend on other flags and
+// checks what no single flag can.
+func (c *config) settle() error {
 	// "0 or less means the default" (docs/configuration.md), settled here
 	// so the engine, the worker gauges and the client's idle pool agree.
 	for _, w := range []struct {
@@ -160,31 +132,31 @@ func parseFlags(args []string) (*config, error) {
 	case c.QueueDepth <= 0:
 		c.QueueDepth = c.NodePods
 	case c.QueueDepth < c.NodePods:
-		return nil, fmt.Errorf("--queue-depth %d is below --node-pods %d: each shard must have room for every Pod the node admits (leave it 0 for --node-pods)", c.QueueDepth, c.NodePods)
+		return fmt.Errorf("--queue-depth %d is below --node-pods %d: each shard must have room for every Pod the node admits (leave it 0 for --node-pods)", c.QueueDepth, c.NodePods)
 	}
 	if c.AdvertiseAddr == "" {
 		u, err := url.Parse(c.SandboxdURL)
 		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("--sandboxd-url %q: not a URL with a host", c.SandboxdURL)
+			return fmt.Errorf("--sandboxd-url %q: not a URL with a host", c.SandboxdURL)
 		}
 		c.AdvertiseAddr = u.Host
 	}
 	for name, d := range map[string]time.Duration{"--publish-interval": c.PublishInterval, "--lease-check-interval": c.LeaseCheckInterval,
 		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout, "--settle-window": c.SettleWindow} {
 		if d <= 0 {
-			return nil, fmt.Errorf("%s must be positive, got %s", name, d)
+			return fmt.Errorf("%s must be positive, got %s", name, d)
 		}
 	}
 	if c.ReauthorizeInterval < 0 {
-		return nil, fmt.Errorf("--reauthorize-interval must not be negative (0 disables)")
+		return fmt.Errorf("--reauthorize-interval must not be negative (0 disables)")
 	}
 	if c.OrphanScanInterval < 0 {
-		return nil, fmt.Errorf("--orphan-scan-interval must not be negative (0 disables)")
+		return fmt.Errorf("--orphan-scan-interval must not be negative (0 disables)")
 	}
 	if strings.TrimSpace(c.StatePath) == "" {
-		return nil, fmt.Errorf("--state-path is required")
+		return fmt.Errorf("--state-path is required")
 	}
-	return c, nil
+	return nil
 }
 
 func parseLabels(s string) (map[string]string, error) {

@@ -1,6 +1,15 @@
 package main
 
-import "testing"
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
 
 // Worker counts of 0 or less take their documented defaults, once, so that
 // every consumer of the config (engine, gauges, idle pool) sees the same.
@@ -45,5 +54,64 @@ func TestSandboxdTimeoutsMustBePositive(t *testing.T) {
 		if _, err := parseFlags([]string{arg}); err == nil {
 			t.Errorf("%s was accepted", arg)
 		}
+	}
+}
+
+// An explicit --kubeconfig wins over $KUBECONFIG, which wins over in-cluster
+// config, which wins over ~/.kube/config.
+func TestKubeconfigResolutionOrder(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, server string) string {
+		p := filepath.Join(dir, name)
+		cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server +
+			"\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
+		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	explicit, env1, env2, home := write("explicit", "https://explicit:6443"), write("env1", "https://env1:6443"), write("env2", "https://env2:6443"), write("home", "https://home:6443")
+	inCluster := func() (*rest.Config, error) { return &rest.Config{Host: "https://in-cluster:443"}, nil }
+	notInCluster := func() (*rest.Config, error) { return nil, errors.New("not in a cluster") }
+	for _, tc := range []struct {
+		explicit, env string
+		ic            func() (*rest.Config, error)
+		home, want    string
+	}{
+		{explicit, env1, inCluster, home, "https://explicit:6443"},
+		{"", env1 + string(os.PathListSeparator) + env2, inCluster, home, "https://env1:6443"},
+		{"", "", inCluster, home, "https://in-cluster:443"},
+		{"", "", notInCluster, home, "https://home:6443"},
+	} {
+		rc, err := loadKubeconfig(tc.explicit, tc.env, tc.ic, tc.home)
+		if err != nil || rc.Host != tc.want {
+			t.Errorf("explicit %q env %q: host %v, %v; want %s", tc.explicit, tc.env, rc, err, tc.want)
+		}
+	}
+	if _, err := loadKubeconfig("", "", notInCluster, filepath.Join(dir, "absent")); err == nil {
+		t.Error("no source at all was accepted")
+	}
+}
+
+// Every flag but --kubeconfig and --version has an environment variable; a
+// set variable is the default that the command line overrides, and a bad
+// value is an error naming it.
+func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
+	fs := newFlagSet()
+	defineFlags(fs, &config{})
+	fs.VisitAll(func(f *flag.Flag) {
+		if envName(f.Name) == "" && f.Name != "kubeconfig" && f.Name != "version" {
+			t.Errorf("--%s has no environment variable", f.Name)
+		}
+	})
+	t.Setenv("VK_NODE_PODS", "3000")
+	t.Setenv("VK_PUBLISH_INVENTORY", "true")
+	c, err := parseFlags([]string{"--node-pods=4000"})
+	if err != nil || c.NodePods != 4000 || !c.PublishInventory {
+		t.Fatalf("flag over env: %+v, %v", c, err)
+	}
+	t.Setenv("VK_NODE_PODS", "many")
+	if _, err := parseFlags(nil); err == nil || !strings.Contains(err.Error(), "VK_NODE_PODS") {
+		t.Fatalf("a bad variable: %v, want an error naming it", err)
 	}
 }

@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,20 +13,21 @@ import (
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
 
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
+// version and stampedCommit are set at build time (make build: -ldflags
+// "-X main.version=... -X main.stampedCommit=..."); unstamped, the commit
+// comes from the binary's build info.
+var (
+	version       = "dev"
+	stampedCommit = ""
+)
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "vk-sandbox:", err)
-		os.Exit(2)
+		exitOnFlagError(err)
 	}
 	if cfg.Version {
-		fmt.Println("vk-sandbox", version)
+		fmt.Println(versionLine())
 		return
 	}
 	var level slog.Level

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -199,20 +201,44 @@ func readiness(n *kube.Node) func() error {
 	}
 }
 
-// restConfig: in-cluster first, then --kubeconfig / $KUBECONFIG.
+// restConfig follows client-go's loading rules, with in-cluster config
+// placed before the home directory's file:
+//  1. an explicit --kubeconfig;
+//  2. $KUBECONFIG, a list of files merged as kubectl merges them;
+//  3. the in-cluster service account, when running in a Pod;
+//  4. ~/.kube/config.
+//
+// An explicit choice therefore always wins over the environment it runs in.
 func restConfig(cfg *config) (*rest.Config, error) {
-	rc, err := rest.InClusterConfig()
+	rc, err := loadKubeconfig(cfg.Kubeconfig, os.Getenv("KUBECONFIG"), rest.InClusterConfig, clientcmd.RecommendedHomeFile)
 	if err != nil {
-		if cfg.Kubeconfig == "" {
-			return nil, fmt.Errorf("kubeconfig: not in a cluster and no --kubeconfig or $KUBECONFIG")
-		}
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
-		}
+		return nil, err
 	}
 	rc.QPS = float32(cfg.KubeAPIQPS)
 	rc.Burst = cfg.KubeAPIBurst
 	rc.UserAgent = "vk-sandbox/" + version
 	return rc, nil
+}
+
+func loadKubeconfig(explicit, envList string, inCluster func() (*rest.Config, error), home string) (*rest.Config, error) {
+	fromFiles := func(rules *clientcmd.ClientConfigLoadingRules, what string) (*rest.Config, error) {
+		rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig (%s): %w", what, err)
+		}
+		return rc, nil
+	}
+	switch {
+	case explicit != "":
+		return fromFiles(&clientcmd.ClientConfigLoadingRules{ExplicitPath: explicit}, "--kubeconfig "+explicit)
+	case envList != "":
+		return fromFiles(&clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(envList)}, "$KUBECONFIG "+envList)
+	}
+	if rc, err := inCluster(); err == nil {
+		return rc, nil
+	}
+	if _, err := os.Stat(home); err == nil {
+		return fromFiles(&clientcmd.ClientConfigLoadingRules{ExplicitPath: home}, home)
+	}
+	return nil, fmt.Errorf("kubeconfig: no --kubeconfig, no $KUBECONFIG, not in a cluster, and no %s", home)
 }
