@@ -66,6 +66,7 @@ type Metrics struct {
 	inventoryPublishes metric.Int64Counter
 	pipelineShards     metric.Int64Gauge
 	workersPerShard    metric.Int64Gauge
+	buildInfo          metric.Int64Gauge
 	queueDepth         metric.Int64ObservableGauge
 	claims             metric.Int64ObservableGauge
 
@@ -132,6 +133,7 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.inventoryPublishes = i64c("vksandbox_inventory_publishes_total", "{publish}", "NodeInventory publishes by result.")
 	m.pipelineShards = i64g("vksandbox_pipeline_shards", "{shard}", "Configured pipeline shards.")
 	m.workersPerShard = i64g("vksandbox_pipeline_workers_per_shard", "{worker}", "Configured workers per pipeline shard.")
+	m.buildInfo = i64g("vksandbox_build_info", "{build}", "Always 1; its labels are the binary's version, commit and Go version.")
 
 	qd, err := meter.Int64ObservableGauge("vksandbox_queue_depth", metric.WithUnit("{item}"), metric.WithDescription("Pending items per pipeline shard."))
 	errs = append(errs, err)
@@ -225,6 +227,16 @@ func (m *Metrics) InventoryPublish(ok bool) {
 		return
 	}
 	m.inventoryPublishes.Add(context.Background(), 1, result(ok))
+}
+
+// RegisterBuildInfo publishes vksandbox_build_info{version,commit,go_version} 1,
+// so a dashboard or an alert can tell which build runs on each node.
+func (m *Metrics) RegisterBuildInfo(version, commit, goVersion string) {
+	if m == nil {
+		return
+	}
+	m.buildInfo.Record(context.Background(), 1, metric.WithAttributes(
+		attribute.String("version", version), attribute.String("commit", commit), attribute.String("go_version", goVersion)))
 }
 
 // RegisterWorkers publishes the pipeline's configured shape, so queue depth

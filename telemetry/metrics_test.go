@@ -146,3 +146,15 @@ func TestDecisionsPastLabelCacheCapStillCount(t *testing.T) {
 		t.Fatalf("cached combination counted %v, want 1", v)
 	}
 }
+
+// vksandbox_build_info says which build runs: always 1, labelled with the
+// version, commit and Go version.
+func TestBuildInfoIsExported(t *testing.T) {
+	tel, _ := setupInMemory(t)
+	tel.Metrics.RegisterBuildInfo("v1.2.3", "0123abc", "go1.26.8")
+	_, body := get(t, tel.Handler(nil), "/metrics", "")
+	want := `vksandbox_build_info{commit="0123abc",go_version="go1.26.8",version="v1.2.3"} 1`
+	if got := grepLines(body, "vksandbox_build_info{"); !strings.Contains(got, want) {
+		t.Fatalf("scrape has %q, want %q", got, want)
+	}
+}

@@ -72,11 +72,18 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-// versionLine is the version, commit and Go version. The version comes
+// versionLine is the version, commit and Go version.
+func versionLine() string {
+	v, commit, goVersion := buildInfo()
+	return fmt.Sprintf("vk-sandbox %s (commit %s, %s)", v, commit, goVersion)
+}
+
+// buildInfo is the version, commit and Go version. The version comes
 // from -ldflags when stamped; the commit and its state come from the
 // binary's build info, which `go build` records from git.
-func versionLine() string {
+func buildInfo() (v, commit, goVersion string) {
 	commit, dirty, goVersion := cmp.Or(stampedCommit, "unknown"), "", "unknown"
+	v = version
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion
 		for _, s := range bi.Settings {
@@ -87,11 +94,11 @@ func versionLine() string {
 				dirty = "-dirty"
 			}
 		}
-		if version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			version = bi.Main.Version
+		if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
 		}
 	}
-	return fmt.Sprintf("vk-sandbox %s (commit %s%s, %s)", version, commit, dirty, goVersion)
+	return v, commit + dirty, goVersion
 }
 
 // exitOnFlagError prints err in one line, with a hint, and exits 2; for

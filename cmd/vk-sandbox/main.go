@@ -38,6 +38,7 @@ func main() {
 	log := telemetry.NewLogger(os.Stderr, level, true)
 	slog.SetDefault(log)
 	telemetry.InstallVirtualKubeletLogger(log)
+	telemetry.InstallKlog(log)
 
 	// SIGTERM/SIGINT stop intake, let in-flight claims finish or roll back,
 	// flush the state file, and exit 0. Shutdown never releases a VM.

@@ -105,6 +105,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if n := prov.Restore(eng.Range); n > 0 {
 		log.Info("restored claims from the state file; Pods deleted while this process was down are released or preserved by their owner", "rows", n)
 	}
+	tel.Metrics.RegisterBuildInfo(buildInfo())
 	tel.Metrics.RegisterWorkers(cfg.Shards, cfg.WorkersPerShard)
 	tel.Metrics.RegisterQueueDepth(eng.QueueDepths)
 	tel.Metrics.RegisterClaims(eng.Counts)
