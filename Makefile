@@ -65,11 +65,11 @@ fuzz:
 
 lint:
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change go.mod or go.sum (run go mod tidy):"; $(GO) mod tidy -diff; exit 1; }
 	@files="$$(find . -type f -name '*.go' -not -path './.*' -not -path './$(BIN)/*')"; \
 	bad="$$(gofmt -l $$files)"; \
 	if [[ -n "$$bad" ]]; then echo "gofmt: these files need formatting (run gofmt -w):"; echo "$$bad"; exit 1; fi
 
-# Placeholder until bench/ has its harness: every benchmark, no tests.
 # Micro-benchmarks: the store (commit cost vs table size, fsync on/off, the
 # full-rewrite baseline, restart), the pipeline (claim at concurrency 1..1024,
 # fsync on/off, in-process sandboxd) and tracing overhead. Results are
