@@ -32,9 +32,10 @@ type groupStat struct {
 
 // Apply commits ops, in order, as part of one group commit, and returns nil
 // once all of them are durable. It is all-or-nothing while the process
-// lives (memory changes only after the whole batch is fsynced), but not
-// across a crash: if Apply did not return nil, any prefix of ops may survive
-// a restart. ctx is honoured as in Put.
+// lives (memory changes only after the whole batch is fsynced) and across a
+// crash: the ops go into one group, which a restart keeps only if its
+// commit marker matches it, so if Apply did not return nil either all of
+// them or none survive. ctx is honoured as in Put.
 func (s *Store) Apply(ctx context.Context, ops ...Op) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store: commit not started: %w", err)
@@ -100,7 +101,7 @@ func (s *Store) run() {
 			return
 		}
 		g, err := s.commit(batch)
-		s.q.settle(batch) // after commit applied the batch: see queue.absent
+		s.q.settle() // after commit applied the batch: see queue.absent
 		for i, r := range batch {
 			r.group = g
 			r.done <- err
@@ -150,7 +151,6 @@ func (s *Store) commit(batch []*request) (groupStat, error) {
 		s.dirty = true
 		return groupStat{}, fmt.Errorf("store: %s: fsync after appending %d records (not acknowledged): %w", s.path, n, err)
 	}
-	s.size += int64(len(buf))
 	s.records += n
 	s.keepTail(buf[:recs], n)
 	s.mu.Lock()

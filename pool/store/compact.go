@@ -23,7 +23,6 @@ type compaction struct {
 	tmp    *os.File
 	salt   uint64      // the new file's
 	rows   int         // records in the snapshot
-	size   int64       // bytes of the snapshot; set by the compactor before it sends on done
 	tail   []byte      // records acknowledged from the old log since the snapshot
 	groups []tailGroup // tail's groups, in order
 	tailN  int         // records in tail
@@ -65,11 +64,7 @@ func (s *Store) maybeCompact() {
 	lines := s.snapshot()
 	c := &compaction{tmp: tmp, salt: newSalt(), rows: len(lines), done: make(chan error, 1), start: time.Now()}
 	s.compacting = c
-	go func() {
-		size, err := s.writeSnapshot("compact", tmp, lines, c.salt)
-		c.size = size
-		c.done <- err
-	}()
+	go func() { c.done <- s.writeSnapshot("compact", tmp, lines, c.salt) }()
 }
 
 // compactEnded reports a compaction that was installed (err nil) or
@@ -102,10 +97,8 @@ func (s *Store) keepTail(recs []byte, records int) {
 // switchTo completes c on the writer: the tail goes after the durable
 // snapshot, then the file is installed.
 func (s *Store) switchTo(c *compaction) error {
-	size := c.size
 	if len(c.groups) > 0 {
 		buf := sealGroups(make([]byte, 0, len(c.tail)+len(c.groups)*128), c.tail, c.groups, c.salt)
-		size += int64(len(buf))
 		if _, err := c.tmp.Write(buf); err != nil {
 			discard(c.tmp)
 			return fmt.Errorf("store: %s: compact: write %s: %w", s.path, c.tmp.Name(), err)
@@ -115,7 +108,7 @@ func (s *Store) switchTo(c *compaction) error {
 			return fmt.Errorf("store: %s: compact: fsync %s: %w", s.path, c.tmp.Name(), err)
 		}
 	}
-	return s.install("compact", c.tmp, c.rows+c.tailN, size, c.salt, c.start)
+	return s.install("compact", c.tmp, c.rows+c.tailN, c.salt, c.start)
 }
 
 // abandonCompaction waits for the compactor, if one runs, and drops its
@@ -139,10 +132,10 @@ func (s *Store) abandonCompaction() {
 }
 
 // rewrite replaces the file with a snapshot of rows, synchronously: a normal
-// log holding one put record per row, with a new salt. It serves recovery from a failed
-// commit (dirty), migration of the reference format, and Close. A failure
-// before the rename leaves the old file in place and changes nothing; see
-// install for a failure after it.
+// log holding one put record per row, with a new salt. It serves recovery
+// from a failed commit (dirty), migration of the reference format and of
+// version 1 logs, and Close. A failure before the rename leaves the old file
+// in place and changes nothing; see install for a failure after it.
 func (s *Store) rewrite(why string) error {
 	s.abandonCompaction()
 	start := time.Now()
@@ -152,12 +145,11 @@ func (s *Store) rewrite(why string) error {
 	}
 	lines := s.snapshot()
 	salt := newSalt()
-	size, err := s.writeSnapshot(why, tmp, lines, salt)
-	if err != nil {
+	if err := s.writeSnapshot(why, tmp, lines, salt); err != nil {
 		discard(tmp)
 		return err
 	}
-	return s.install(why, tmp, len(lines), size, salt, start)
+	return s.install(why, tmp, len(lines), salt, start)
 }
 
 // createTemp makes the file a rewrite is written to, in the state file's
@@ -186,16 +178,14 @@ func (s *Store) snapshot() [][]byte {
 }
 
 // writeSnapshot writes a log holding lines to tmp, in the current format
-// (a header for salt, then groups of at most snapshotGroup records), fsyncs
-// it and returns its size. It may run on the compactor goroutine: it
-// touches only tmp, lines and read-only options.
-func (s *Store) writeSnapshot(why string, tmp *os.File, lines [][]byte, salt uint64) (int64, error) {
+// (a header for salt, then groups of at most snapshotGroup records), and
+// fsyncs it. It may run on the compactor goroutine: it touches only tmp,
+// lines and read-only options.
+func (s *Store) writeSnapshot(why string, tmp *os.File, lines [][]byte, salt uint64) error {
 	w := s.wbuf // one snapshot is written at a time: see rewrite and abandonCompaction
 	w.Reset(tmp)
 	defer w.Reset(nil)
-	hdr := encodeHeader(salt)
-	w.Write(hdr) // a write error sticks and is returned by Flush
-	size := int64(len(hdr))
+	w.Write(encodeHeader(salt)) // a write error sticks and is returned by Flush
 	var marker []byte
 	for len(lines) > 0 {
 		group := lines[:min(snapshotGroup, len(lines))]
@@ -208,27 +198,27 @@ func (s *Store) writeSnapshot(why string, tmp *os.File, lines [][]byte, salt uin
 		}
 		marker = appendMarkerSum(marker[:0], len(group), n, sum)
 		w.Write(marker)
-		size += int64(n + len(marker))
 	}
 	if err := s.failpoint("rewrite"); err != nil {
-		return 0, fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
+		return fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
 	}
 	if err := w.Flush(); err != nil {
-		return 0, fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
+		return fmt.Errorf("store: %s: %s: write %s: %w", s.path, why, tmp.Name(), err)
 	}
 	if _, err := s.syncFile(tmp); err != nil {
-		return 0, fmt.Errorf("store: %s: %s: fsync %s: %w", s.path, why, tmp.Name(), err)
+		return fmt.Errorf("store: %s: %s: fsync %s: %w", s.path, why, tmp.Name(), err)
 	}
-	return size, nil
+	return nil
 }
 
-// install renames the durable tmp, a log of size bytes holding records
-// records and sealed with salt, over the state file and fsyncs the directory; the rename is the commit point. On success
+// install renames the durable tmp, a log holding records records and sealed
+// with salt, over the state file and fsyncs the directory; the rename is the
+// commit point. On success
 // f is the new file, positioned at its end. A failure before the rename
 // drops tmp and changes nothing. A failure after it (the directory fsync)
 // switches f to the new file but leaves the store dirty, so nothing is
 // acknowledged until a later rewrite fsyncs the directory.
-func (s *Store) install(why string, tmp *os.File, records int, size int64, salt uint64, start time.Time) error {
+func (s *Store) install(why string, tmp *os.File, records int, salt uint64, start time.Time) error {
 	err := s.failpoint("rename")
 	if err == nil {
 		err = os.Rename(tmp.Name(), s.path)
@@ -242,7 +232,7 @@ func (s *Store) install(why string, tmp *os.File, records int, size int64, salt 
 		// take a while (more so with -o discard): not on the commit path.
 		go old.Close()
 	}
-	s.f, s.records, s.size, s.salt = tmp, records, size, salt
+	s.f, s.records, s.salt = tmp, records, salt
 	if err := s.syncDir(); err != nil {
 		s.dirty = true
 		return fmt.Errorf("store: %s: %s: after rename: %w", s.path, why, err)

@@ -42,6 +42,11 @@ func TestCompactionBoundsTheLogAndKeepsTheTable(t *testing.T) {
 			n, obs.compactFailures.Load(), f.reached("rename"))
 	}
 	data, _ := os.ReadFile(path)
+	// The compacted file is a current log: a header, then groups that each
+	// end with their marker (the reopen below checks that they match).
+	if l := lines(t, data); l[len(l)-1].kind != 'm' {
+		t.Fatal("compacted log does not end with a commit marker")
+	}
 	if n := countRecords(t, data); n != s.records || n > 2*bound {
 		t.Fatalf("file holds %d records (store counted %d), bound %d plus one compaction's worth", n, s.records, bound)
 	}

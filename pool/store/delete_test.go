@@ -82,8 +82,23 @@ func TestDeleteOfAnAbsentKeyWithNoPendingPutCostsNothing(t *testing.T) {
 	if obs.commits.Load() != commits {
 		t.Fatal("deleting an absent key took a group commit")
 	}
-	// Once a Put is settled (durable, or failed), nothing of it lingers.
-	if n := len(s.q.puts); n != 0 {
-		t.Fatalf("%d keys still counted as pending puts", n)
+}
+
+// A Put that failed, or was withdrawn, holds back no Delete: once settled,
+// the table alone decides.
+func TestDeleteAfterAFailedOrWithdrawnPutReturnsAtOnce(t *testing.T) {
+	obs := &countingObserver{}
+	f := newFaults()
+	s := mustOpen(t, statePath(t), Options{Observer: obs, failpoint: f.failpoint})
+	defer mustClose(t, s)
+	ctx := context.Background()
+	f.set("write", 1)
+	failedCommit(t, s, "ns/a", s.Put(ctx, "ns/a", testClaim(1)), errInjected.Error())
+	commits := obs.commits.Load()
+	if err := s.Delete(ctx, "ns/a"); err != nil {
+		t.Fatal(err)
+	}
+	if obs.commits.Load() != commits {
+		t.Fatal("a Delete waited for a Put that had already failed")
 	}
 }

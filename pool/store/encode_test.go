@@ -89,10 +89,13 @@ func FuzzFastDecodeMatchesJSON(f *testing.F) {
 		encodeLine("ns/b", &owned, false),
 		encodeLine("ns/c", &owned, true),
 		encodeLine(`ns/"esc"<&>`, &owned, false),
+		appendMarker(nil, 3, []byte("records"), 0x0123456789abcdef),
 	} {
 		f.Add(line[bodyOffset : len(line)-len(frameSuffix)])
 	}
 	f.Add([]byte(`{"op":"put","key":"k","claim":{"id":"","token":"","address":"","podUID":"","claimedAt":"0001-01-01T00:00:00Z","deadline":"2025-02-30T00:00:00Z"}}`))
+	f.Add([]byte(`{"op":"commit","n":0,"len":012,"sum":"zz"}`))
+	f.Add([]byte(`{"op":"commit","n":12345678901234567890,"len":1e3,"sum":"00000000"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var fast record
 		if !fastDecode(body, &fast) {
@@ -103,7 +106,9 @@ func FuzzFastDecodeMatchesJSON(f *testing.F) {
 			t.Fatalf("fast path accepted what encoding/json rejects (%v): %q", err, body)
 		}
 		if fast.Op != slow.Op || fast.Key != slow.Key || (fast.Claim == nil) != (slow.Claim == nil) ||
-			(fast.Claim != nil && !identical(*fast.Claim, *slow.Claim)) {
+			(fast.Claim != nil && !identical(*fast.Claim, *slow.Claim)) ||
+			fast.N != slow.N || fast.Len != slow.Len || fast.Sum != slow.Sum ||
+			fast.Version != slow.Version || fast.Salt != slow.Salt {
 			t.Fatalf("fast %+v %+v != json %+v %+v for %q", fast, fast.Claim, slow, slow.Claim, body)
 		}
 	})

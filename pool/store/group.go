@@ -26,7 +26,9 @@ import (
 // compaction, migration, rebuild). Sectors that a power cut leaves holding
 // stale blocks of an older log (the previous file's freed blocks are the
 // first to be reused) then never pass for a group of this one, even when
-// they hold whole records and markers.
+// they hold whole records and markers. Within one file, a group's bytes
+// only ever sit at one offset: the file is only appended to, and truncated
+// only back over a torn tail, which holds no committed group.
 const (
 	formatVersion = 2
 	opFormat      = "format"
@@ -112,12 +114,12 @@ func appendHex(dst []byte, v uint64, digits int) []byte {
 	return dst
 }
 
-// sealGroups re-seals groups (records only, laid end to end in recs, with
-// their record counts and lengths in sizes) for a file with salt, appending
-// records and markers to dst. Compaction uses it to carry the groups it
-// copies from the old log into the new file, whose salt differs.
-func sealGroups(dst, recs []byte, sizes []tailGroup, salt uint64) []byte {
-	for _, g := range sizes {
+// sealGroups appends to dst the groups whose records lie end to end in
+// recs, each followed by its marker for a file with salt. Compaction uses it
+// to carry the groups it copies from the old log into the new file, whose
+// salt differs.
+func sealGroups(dst, recs []byte, groups []tailGroup, salt uint64) []byte {
+	for _, g := range groups {
 		dst = append(dst, recs[:g.size]...)
 		dst = appendMarker(dst, g.n, recs[:g.size], salt)
 		recs = recs[g.size:]

@@ -48,10 +48,13 @@ func TestPowerCutKeepsEveryAcknowledgedCommit(t *testing.T) {
 		seeds = append(seeds, fsys.Seed())
 		path := filepath.Join(fsys.Dir(), "state", "claims.json")
 		lg, logs := capture()
-		s, err := Open(path, Options{Logger: lg, CompactMin: 64, UnsafeNoFsync: true})
+		s, err := Open(path, Options{Logger: lg, CompactMin: 64})
 		if err != nil {
 			t.Fatalf("round %d: Open after a power cut (seeds %v): %v", rounds, seeds, err)
 		}
+		// Before the unmount (cleanups run last first), so that no file is
+		// left open on the mount if the test fails.
+		t.Cleanup(func() { s.Close() })
 		model = checkStorm(t, rounds, model, lines, s, &tally)
 		if strings.Contains(logs.String(), "torn tail") {
 			tally.tornRecoveries++
@@ -99,8 +102,9 @@ func TestPowerCutKeepsEveryAcknowledgedCommit(t *testing.T) {
 			// directory not synced.
 			at := cuts[rand.IntN(len(cuts))]
 			cut.Store(true) // a failure from here on may be the cut's
-			fsys.PowerCutAt(at.op, 1+rand.IntN(at.n), mode)
-			within(t, fmt.Sprintf("round %d: the power cut armed at %v", rounds, at), fsys.Off())
+			n := 1 + rand.IntN(at.n)
+			fsys.PowerCutAt(at.op, n, mode)
+			within(t, fmt.Sprintf("round %d: the power cut armed at %v #%d", rounds, at.op, n), fsys.Off())
 			if err := fsys.Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -122,6 +126,7 @@ func TestPowerCutKeepsEveryAcknowledgedCommit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open after the last power cut (seeds %v): %v", seeds, err)
 	}
+	t.Cleanup(func() { s.Close() })
 	model = checkStorm(t, rounds, model, lines, s, &tally)
 	mustClose(t, s)
 	t.Logf("%d power cuts: %d acknowledged puts and %d acknowledged deletes all kept; "+

@@ -10,15 +10,15 @@ import (
 // pending in one step (the group), and so that a caller whose context ends
 // can tell whether the writer already owns its request.
 //
-// puts counts, per key, the put ops of requests pushed and not yet settled
-// (queued, or in the writer's hands): what Delete must wait for even when
-// the key is absent from the durable table.
+// inflight is the batch the writer took and has not settled yet (applied to
+// the table, or failed): with pending, what a Delete of a key absent from
+// the table must wait for if it holds a put of that key.
 type queue struct {
-	mu      sync.Mutex
-	pending []*request
-	puts    map[string]int
-	closed  bool
-	wake    chan struct{} // capacity 1: "pending is not empty, or closed"
+	mu       sync.Mutex
+	pending  []*request
+	inflight []*request
+	closed   bool
+	wake     chan struct{} // capacity 1: "pending is not empty, or closed"
 }
 
 func (q *queue) push(r *request) error {
@@ -28,23 +28,9 @@ func (q *queue) push(r *request) error {
 		return ErrClosed
 	}
 	q.pending = append(q.pending, r)
-	q.count(r, 1)
 	q.mu.Unlock()
 	q.signal()
 	return nil
-}
-
-// count adds d to the pending puts of r's keys. q.mu must be held.
-func (q *queue) count(r *request, d int) {
-	for i := range r.ops {
-		if op := &r.ops[i]; !op.del {
-			if n := q.puts[op.key] + d; n > 0 {
-				q.puts[op.key] = n
-			} else {
-				delete(q.puts, op.key)
-			}
-		}
-	}
 }
 
 // withdraw takes back r, whose caller gave up waiting, unless the writer
@@ -56,33 +42,40 @@ func (q *queue) withdraw(r *request) bool {
 		return false
 	}
 	r.cancelled = true
-	q.count(r, -1)
 	return true
 }
 
-// settle ends the puts of batch once the writer has applied it to the
-// table (or failed it): from then on the table alone says whether a key
-// exists.
-func (q *queue) settle(batch []*request) {
+// settle ends the batch the writer took once it has applied it to the
+// table (or failed it): from then on the table alone says whether its keys
+// exist.
+func (q *queue) settle() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, r := range batch {
-		q.count(r, -1)
-	}
+	q.inflight = nil
+	q.mu.Unlock()
 }
 
 // absent reports whether a Delete of key has nothing to do: key is not in
-// the durable table (durable(key) is false) and no put of it is pending.
-// Both are checked under q.mu, which the writer takes to settle a batch
-// only after applying it, so a put is never missed in between. The lock
-// order is q.mu, then the table's lock.
+// the durable table (durable(key) is false) and no put of it is queued or
+// in flight. Both are checked under q.mu, and the writer settles a batch
+// under q.mu only after applying it, so a put is never missed in between.
+// The scan is O(pending), but only a Delete of an absent key pays it; a
+// Put pays nothing for it. The lock order is q.mu, then the table's lock.
 func (q *queue) absent(key string, durable func(string) bool) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return false, ErrClosed
 	}
-	return q.puts[key] == 0 && !durable(key), nil
+	for _, batch := range [2][]*request{q.inflight, q.pending} {
+		for _, r := range batch {
+			for i := range r.ops {
+				if op := &r.ops[i]; !op.del && op.key == key && !r.cancelled {
+					return false, nil
+				}
+			}
+		}
+	}
+	return !durable(key), nil
 }
 
 func (q *queue) signal() {
@@ -111,6 +104,9 @@ func (q *queue) take(spare []*request) []*request {
 			q.pending = spare[:0]
 		}
 		closed := q.closed
+		if len(batch) > 0 {
+			q.inflight = batch
+		}
 		q.mu.Unlock()
 		if len(batch) > 0 {
 			return batch

@@ -111,7 +111,6 @@ type Store struct {
 	// Owned by the writer.
 	f          *os.File
 	records    int           // put and del records in the current log file
-	size       int64         // bytes in the current log file: where the next group starts
 	salt       uint64        // the current file's salt, which seeds its commit markers
 	dirty      bool          // see the type comment
 	compactAt  int           // after a failed compaction, do not retry before this many records
@@ -149,7 +148,6 @@ func Open(path string, o Options) (*Store, error) {
 		wbuf: bufio.NewWriterSize(nil, 256<<10),
 	}
 	s.q.wake = make(chan struct{}, 1)
-	s.q.puts = map[string]int{}
 	if err := s.makeDir(); err != nil {
 		return nil, fmt.Errorf("store: %s: create directory: %w", path, err)
 	}
@@ -217,8 +215,7 @@ func (s *Store) openLog() error {
 			return fmt.Errorf("store: %s: chmod 0600: %w", s.path, err)
 		}
 	}
-	s.size = fi.Size()
-	if s.size > 0 {
+	if fi.Size() > 0 {
 		return nil
 	}
 	// The header must be durable before any group is appended: a group is
@@ -237,7 +234,6 @@ func (s *Store) openLog() error {
 	if err := s.syncDir(); err != nil {
 		return fmt.Errorf("store: %s: after create: %w", s.path, err)
 	}
-	s.size = int64(len(hdr))
 	return nil
 }
 
@@ -253,11 +249,14 @@ func (s *Store) Put(ctx context.Context, key string, c Claim) error {
 	return s.Apply(ctx, Op{Key: key, Claim: c})
 }
 
-// Delete durably removes key. It is ordered after every Put of key that
-// was called before it, even one not yet durable: such a Delete is queued
-// behind the Put and returns once its tombstone is durable. Only a key
-// that is neither in the durable table nor the subject of a pending Put is
-// a no-op success, at once and without an fsync.
+// Delete durably removes key. It is ordered after every Put of key that is
+// queued or in flight when Delete is called (every Put that returned, and
+// every one that is waiting for the writer), even one not yet durable: such
+// a Delete is queued behind the Put and returns once its tombstone is
+// durable. Only a key that is neither in the durable table nor the subject
+// of such a Put is a no-op success, at once and without an fsync. A Put
+// that has not been queued yet (still validating) is concurrent with the
+// Delete, and may be ordered either way.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	absent, err := s.q.absent(key, s.durable)
 	if err != nil || absent {

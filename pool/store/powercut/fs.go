@@ -60,6 +60,22 @@ const (
 	OpRename             // rename(2)
 )
 
+func (o Op) String() string {
+	switch o {
+	case OpWrite:
+		return "write"
+	case OpFsync:
+		return "fsync"
+	case OpDirFsync:
+		return "directory fsync"
+	case OpCreate:
+		return "create"
+	case OpRename:
+		return "rename"
+	}
+	return "op?"
+}
+
 type trigger struct {
 	op   Op
 	n    int

@@ -68,13 +68,19 @@ func mount(backing, mnt string, seed uint64) (*FS, error) {
 		return nil, err
 	}
 	f.mnt = mnt
+	var st syscall.Stat_t
+	if err := syscall.Stat(mnt, &st); err != nil {
+		srv.Unmount()
+		return nil, err
+	}
+	conn := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", minor(st.Dev))
 	var once bool
 	f.unmount = func() error {
 		if once {
 			return nil
 		}
 		once = true
-		return unmountServer(srv, mnt)
+		return f.unmountServer(srv, conn)
 	}
 	return f, nil
 }
@@ -89,23 +95,38 @@ func (f *FS) Unmount() error {
 	return f.unmount()
 }
 
-// unmountServer unmounts mnt and waits for its server to stop. A file
-// closed by another goroutine just before may still hold the mount for a
-// moment (umount(2) says EBUSY): retry, then detach lazily, so that the
-// kernel ends the mount once the last file is gone.
-func unmountServer(srv *fuse.Server, mnt string) error {
-	if err := srv.Unmount(); err == nil {
-		return nil
+// unmountServer unmounts the filesystem and waits for its server to stop.
+// A file closed by another goroutine just before may still hold the mount
+// for a moment (umount(2) says EBUSY): retry for a while, answering every
+// request with EIO meanwhile. A file still open after that is a leak, and a
+// dangerous one: this process serves the mount, so when it exits, closing
+// that file waits for an answer nobody can give, forever. So then detach
+// the mount and abort its connection (through fusectl, if mounted), which
+// fails whatever is left, and report the leak.
+func (f *FS) unmountServer(srv *fuse.Server, conn string) error {
+	f.mu.Lock()
+	if !f.dead {
+		f.dead = true
+		close(f.off)
 	}
-	if err := syscall.Unmount(mnt, syscall.MNT_DETACH); err != nil {
-		return fmt.Errorf("unmount %s: %w", mnt, err)
+	f.mu.Unlock()
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if err = srv.Unmount(); err == nil {
+			return nil
+		}
 	}
-	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("unmount %s: detached, but a file on it is still open after 30s", mnt)
+	if derr := syscall.Unmount(f.mnt, syscall.MNT_DETACH); derr != nil {
+		return fmt.Errorf("unmount %s: %v; detach: %w", f.mnt, err, derr)
 	}
+	if werr := os.WriteFile(conn, []byte("1"), 0); werr != nil {
+		return fmt.Errorf("unmount %s: a file on it is still open (%v); detached it, but could not abort its connection (%v): "+
+			"this process may hang when it exits", f.mnt, err, werr)
+	}
+	srv.Wait()
+	return fmt.Errorf("unmount %s: a file on it was still open (%v); detached it and aborted its connection", f.mnt, err)
 }
+
+// minor is the minor number of a Linux dev_t, which names a FUSE
+// connection under /sys/fs/fuse/connections.
+func minor(dev uint64) uint64 { return dev&0xff | (dev>>12)&0xfff00 }
