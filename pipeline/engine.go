@@ -332,6 +332,21 @@ func (e *Engine) process(sh *shard, uid string) {
 	sh.finish(uid, q.version)
 }
 
+// every runs fn each interval until ctx ends: the background loops' tick.
+// A pass that outlasts the interval delays the next; passes never overlap.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
 // forgetRow drops what memory holds for a key beside its row, once the row
 // is deleted: the table's overlays and the lease watch's backoff.
 func (e *Engine) forgetRow(key string) {

@@ -38,16 +38,7 @@ func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
 		interval = time.Second
 	}
 	e.leases.interval = interval
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			e.checkLeases(ctx, time.Now())
-		}
-	}
+	every(ctx, interval, func() { e.checkLeases(ctx, time.Now()) })
 }
 
 func (e *Engine) checkLeases(ctx context.Context, now time.Time) {

@@ -26,17 +26,8 @@ type OrphanObserver interface {
 // A failed listing is not an empty list: that cycle is skipped. Each
 // verdict is logged once, when it first appears.
 func (e *Engine) ScanOrphans(ctx context.Context, interval time.Duration, obs OrphanObserver) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	seen := map[string]bool{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			seen = e.scanOrphans(ctx, obs, seen)
-		}
-	}
+	every(ctx, interval, func() { seen = e.scanOrphans(ctx, obs, seen) })
 }
 
 func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[string]bool) map[string]bool {

@@ -22,16 +22,7 @@ import (
 // and the claim is re-checked under it; a key that is busy is looked at on
 // the next pass.
 func (e *Engine) Reauthorize(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			e.reauthorizeOnce(ctx)
-		}
-	}
+	every(ctx, interval, func() { e.reauthorizeOnce(ctx) })
 }
 
 func (e *Engine) reauthorizeOnce(ctx context.Context) {
