@@ -28,6 +28,12 @@ func decodeReference(path string, data []byte) (map[string]row, error) {
 	}
 	rows := make(map[string]row, len(claims))
 	for key, c := range claims {
+		// The reference records no owner: the row's owner is unknown, which
+		// is not a bare Pod's (see OwnerUnknown). A row that does name one
+		// keeps it.
+		if c.Owner == "" && c.OwnerUID == "" {
+			c.Owner = OwnerUnknown
+		}
 		e, err := encodeOp(Op{Key: key, Claim: c})
 		if err != nil {
 			return nil, &CorruptError{Path: path, Line: 1, Reason: "reference claims: " + err.Error()}

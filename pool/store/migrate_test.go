@@ -25,16 +25,19 @@ func referenceRows(t *testing.T) map[string]Claim {
 			ID: "sb-7f3a9c", Token: "SECRET-TOKEN-a-3f1e0c9b8a7d6e5f4a3b2c1d0e9f8a7b",
 			Address: "10.88.0.12", PodUID: "6b1f2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
 			ClaimedAt: ts("2025-03-14T09:26:53.589793238Z"), Deadline: ts("2025-03-14T10:26:53.589793238Z"),
+			Owner: OwnerUnknown,
 		},
 		"team-x/agent-1": {
 			ID: "sb-000001", Token: "SECRET-TOKEN-b-0000000000000000000000000000000b",
 			Address: "10.88.0.13", PodUID: "00000000-0000-4000-8000-000000000001",
 			ClaimedAt: ts("2025-03-14T11:00:00+02:00"), Deadline: ts("2025-03-15T11:00:00+02:00"),
+			Owner: OwnerUnknown,
 		},
 		"team-x/agent-2": {
 			ID: "sb-000002", Token: `SECRET-TOKEN-c-<escaped>/"quoted"`,
 			Address: "[fd00::2]:8080", PodUID: "00000000-0000-4000-8000-000000000002",
 			ClaimedAt: time.Time{}, Deadline: ts("2025-03-14T12:00:00Z"),
+			Owner: OwnerUnknown,
 		},
 	}
 }
@@ -77,6 +80,27 @@ func TestReferenceFormatLoadsUnchangedAndIsMigratedToTheLog(t *testing.T) {
 	s = mustOpen(t, path, Options{})
 	defer mustClose(t, s)
 	checkTable(t, s, want)
+}
+
+// The reference records no owner, and that is not a bare Pod's row: each
+// migrated row records an unknown owner, which survives a reopen.
+func TestMigratedRowsRecordAnUnknownOwner(t *testing.T) {
+	path := statePath(t)
+	copyFixture(t, path)
+	mustClose(t, mustOpen(t, path, Options{}))
+	s := mustOpen(t, path, Options{})
+	defer mustClose(t, s)
+	n := 0
+	s.Range(func(key string, c Claim) bool {
+		n++
+		if c.OwnerKnown() || c.OwnerUID != "" {
+			t.Errorf("%s: owner %q/%q after migration, want unknown", key, c.Owner, c.OwnerUID)
+		}
+		return true
+	})
+	if n != 3 {
+		t.Fatalf("%d rows, want 3", n)
+	}
 }
 
 func TestCompactReferenceDocumentLoads(t *testing.T) {
