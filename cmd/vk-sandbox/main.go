@@ -22,6 +22,9 @@ var (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "claims" {
+		os.Exit(claimsCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		exitOnFlagError(err)
