@@ -7,4 +7,9 @@
 // the pipeline's outcome comes back through the Reporter methods, which
 // render status and push it to virtual-kubelet (an async provider).
 // DeletePod asks the owner, with a fresh GET, whether the VM may go.
+//
+// The interactive kubelet surfaces go to sandboxd with the claim's own
+// sandbox token: exec (exec.go) runs a command to completion, port-forward
+// (portforward.go) is sandboxd's ports relay, and the stats summary
+// (stats.go) reads each VM's memory. logs.go says where output lives.
 package kube

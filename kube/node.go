@@ -20,7 +20,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
 
-// Node identity (DESIGN §3).
+// Node identity (the Pod contract (docs/pod-contract.md)).
 const (
 	LabelRuntime = "sandbox.cocoonstack.io/runtime"
 	TaintKey     = "virtual-kubelet.io/provider"
@@ -51,6 +51,14 @@ type NodeOptions struct {
 	// NoAuth serves the kubelet API without TokenReview/SubjectAccessReview.
 	// Never for production: the API then answers anonymous clients.
 	NoAuth bool
+	// ClientCA is a PEM bundle of the CAs whose client certificates the
+	// kubelet API accepts (the cluster CA that signed the apiserver's
+	// kubelet client certificate), as a kubelet's --client-ca-file. A
+	// verified certificate's CN is the user and its O the groups, and every
+	// request is still authorized with a SubjectAccessReview. Without it
+	// only bearer tokens (TokenReview) authenticate, and the apiserver's
+	// proxied exec, port-forward, logs and stats are refused 401.
+	ClientCA []byte
 }
 
 // Node is the virtual-kubelet node plus its kubelet API server.
@@ -106,8 +114,19 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 	}
 	mux := http.NewServeMux()
 	var handler http.Handler = mux
+	if len(o.ClientCA) > 0 && o.NoAuth {
+		return nil, fmt.Errorf("node: a client CA authenticates kubelet API clients, which --unsafe-kubelet-no-auth turns off: give one or the other")
+	}
 	if !o.NoAuth {
-		auth, err := nodeutil.WebhookAuth(o.Client, o.Name)
+		var opts []nodeutil.WebhookAuthOption
+		if len(o.ClientCA) > 0 {
+			tlsCfg, opt, err := clientCertAuth(o.TLS, o.ClientCA)
+			if err != nil {
+				return nil, err
+			}
+			o.TLS, opts = tlsCfg, append(opts, opt)
+		}
+		auth, err := nodeutil.WebhookAuth(o.Client, o.Name, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("kubelet API auth: %w", err)
 		}

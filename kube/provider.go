@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +33,12 @@ type Provider struct {
 	// (grace 0, UID precondition), as a kubelet does once its containers
 	// stopped; otherwise virtual-kubelet waits out the grace period.
 	Pods corev1client.PodsGetter
+	// Sandboxd, when set, serves the interactive surfaces: exec,
+	// port-forward and stats (see interactive.go). Without it they answer
+	// that sandboxd is not wired.
+	Sandboxd Sandboxd
+	// NodeName names the node in the stats summary.
+	NodeName string
 
 	engine Engine
 	auth   *Authorizer
@@ -41,6 +49,10 @@ type Provider struct {
 	// fallbackIP is the Pod IP of a claim whose owner_addr host is not an
 	// IP (see podIP); unset until SetPodIPFallback.
 	fallbackIP atomic.Pointer[netip.Addr]
+	// started is the node's start time in the stats summary.
+	started time.Time
+	// tenantStats logs once that stats need the root token.
+	tenantStats sync.Once
 }
 
 // SetPodIPFallback sets the Pod IP used when a claim's owner_addr is absent
@@ -66,7 +78,7 @@ func NewProvider(auth *Authorizer, events record.EventRecorder, log *slog.Logger
 	if events == nil {
 		events = &record.FakeRecorder{}
 	}
-	return &Provider{auth: auth, events: events, log: log, pods: newPodCache()}
+	return &Provider{auth: auth, events: events, log: log, pods: newPodCache(), started: time.Now()}
 }
 
 // SetEngine wires the pipeline (which in turn reports to this provider).

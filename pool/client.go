@@ -24,6 +24,11 @@ const (
 	VerbGet     = "get"
 	VerbInfo    = "info"
 	VerbRenew   = "renew"
+	// The interactive surfaces: a buffered command, the ports relay's
+	// upgrade, and one sandbox's resource usage.
+	VerbExec  = "exec"
+	VerbPorts = "ports"
+	VerbStats = "stats"
 )
 
 // Observer sees every HTTP attempt (so a retried call reports once per
@@ -169,7 +174,7 @@ func pooledTransport(idle int) *http.Transport {
 // instrument wraps t in otelhttp so every attempt is an OTel client span
 // and carries a W3C traceparent.
 func instrument(t *http.Transport) http.RoundTripper {
-	// The propagator is explicit rather than the global one: DESIGN §11
+	// The propagator is explicit rather than the global one: the telemetry contract (docs/observability.md)
 	// requires W3C traceparent towards sandboxd whatever OTEL_PROPAGATORS says.
 	return otelhttp.NewTransport(inMemoryBody{t},
 		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),

@@ -17,7 +17,7 @@ import (
 var (
 	// ErrCapacity is a capacity miss: a 429, or a claim 200 that carries only
 	// a redirect list. It is never retried inside a call: the caller decides
-	// how slowly to come back (DESIGN §3, "does not hammer the node").
+	// how slowly to come back (the Pod contract (docs/pod-contract.md), "does not hammer the node").
 	ErrCapacity = errors.New("sandboxd: no capacity")
 	// ErrBadResponse is a 2xx whose body does not decode, exceeds the body
 	// limit, or lacks what the protocol promises (a claim with neither id nor
@@ -139,6 +139,16 @@ func RetryAfter(err error) time.Duration {
 	var he *HTTPError
 	if errors.As(err, &he) {
 		return he.RetryAfter
+	}
+	return 0
+}
+
+// StatusCode is the HTTP status of the sandboxd answer err carries, or 0
+// when there was none (a transport error, a local check).
+func StatusCode(err error) int {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Status
 	}
 	return 0
 }

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +43,7 @@ func parseFlags(args []string) (options, error) {
 	var (
 		tokenFile, logLevel, peers, peerTemplates string
 		tenants                                   tenantFiles
+		guestPorts                                guestPortFlags
 	)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:7777", "address to listen on (port 0 picks one; see the stdout line)")
 	fs.StringVar(&tokenFile, "token-file", "", "file holding the root api_token (required)")
@@ -67,6 +70,9 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&c.AbandonBeforeAdmission, "abandon-before-admission", false, "drop a claim whose caller leaves during --claim-latency (not real sandboxd)")
 	fs.Float64Var(&c.FailRate, "fail-rate", 0, "share of claims answered 500 provisioning failed, in [0,1]")
 	fs.DurationVar(&c.RefillDelay, "refill-delay", 0, "time for a claimed warm VM to be replaced")
+	fs.Var(&guestPorts, "guest-port", "guest `port=host:port`: the ports relay to that guest port dials this host address; repeatable")
+	fs.BoolVar(&c.GuestLoopback, "guest-loopback", false, "guest port P that no --guest-port names is 127.0.0.1:P on the host")
+	fs.Int64Var(&c.ExecMemory, "exec-memory", 256<<20, "bytes of buffered exec output the node holds; each running command takes 8 MiB, and one that finds too little is 503")
 	fs.BoolVar(&c.MetricsNoAuth, "metrics-no-auth", false, "serve /metrics without a token (not real sandboxd: it is root only)")
 	fs.StringVar(&c.StatePath, "state", "", "optional JSON state file, so sandboxes survive a restart")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (request lines are info)")
@@ -96,6 +102,7 @@ func parseFlags(args []string) (options, error) {
 	if c.Pools, err = sim.ParsePools(o.pools); err != nil {
 		return o, fmt.Errorf("--pools: %w", err)
 	}
+	c.GuestPorts = guestPorts.m
 	c.Redirect = sim.ParseList(peers)
 	c.PeerTemplates = sim.ParseList(peerTemplates)
 	return o, nil
@@ -131,6 +138,30 @@ func (t tenantFiles) tokens() (map[string]string, error) {
 		out[tok] = name
 	}
 	return out, nil
+}
+
+// guestPortFlags collects --guest-port port=host:port flags.
+type guestPortFlags struct{ m map[int]string }
+
+func (g *guestPortFlags) String() string { return fmt.Sprint(g.m) }
+
+func (g *guestPortFlags) Set(v string) error {
+	p, addr, ok := strings.Cut(v, "=")
+	port, err := strconv.Atoi(p)
+	if !ok || err != nil || port < 1 || port > 65535 {
+		return fmt.Errorf("%q: want port=host:port with a port in 1..65535", v)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%q: %w", v, err)
+	}
+	if _, dup := g.m[port]; dup {
+		return fmt.Errorf("guest port %d given twice", port)
+	}
+	if g.m == nil {
+		g.m = map[int]string{}
+	}
+	g.m[port] = addr
+	return nil
 }
 
 // readToken reads a token file, trimming the trailing newline that editors

@@ -13,10 +13,11 @@ import (
 
 // config is every flag of the binary. Each flag's default comes from its
 // environment variable when that is set, so a flag on the command line
-// always wins over the environment (DESIGN §9).
+// always wins over the environment (the configuration rules (docs/configuration.md)).
 type config struct {
 	NodeName, NodeIP, ListenAddr string
 	TLSCert, TLSKey              string
+	ClientCAFile                 string
 	NodeCPU, NodeMemory          string
 	NodePods                     int
 	SandboxdURL, AdvertiseAddr   string
@@ -75,6 +76,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.ListenAddr, "listen-addr", ":10260", "kubelet API listen address; its port is advertised as the kubelet endpoint")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "kubelet serving certificate (empty: self-signed P-256)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "kubelet serving key")
+	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "PEM CA bundle that verifies kubelet API client certificates, such as the apiserver's kubelet client certificate (empty: bearer tokens only, so kubectl exec, port-forward, logs and top through the apiserver are refused)")
 	fs.StringVar(&c.NodeCPU, "node-cpu", "4000", "node cpu capacity")
 	fs.StringVar(&c.NodeMemory, "node-memory", "8Ti", "node memory capacity")
 	fs.IntVar(&c.NodePods, "node-pods", 2000, "node pod capacity")

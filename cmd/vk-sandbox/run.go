@@ -92,6 +92,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	auth := &kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}
 	prov := kube.NewProvider(auth, recorder, log)
 	prov.Pods = client.CoreV1()
+	prov.Sandboxd, prov.NodeName = sbx, cfg.NodeName
 	eng, err := pipeline.New(pipeline.Config{
 		Node:   cfg.NodeName,
 		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
@@ -118,11 +119,20 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var clientCA []byte
+	switch {
+	case cfg.ClientCAFile != "":
+		if clientCA, err = kube.LoadClientCA(cfg.ClientCAFile); err != nil {
+			return err
+		}
+	case !cfg.UnsafeKubeletNoAuth:
+		log.Warn("no --client-ca-file: the apiserver's kubelet client certificate is not verified, so kubectl exec, port-forward, logs and top through the apiserver are refused 401")
+	}
 	node, err := kube.NewNode(kube.NodeOptions{
 		Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
 		CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
 		Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers,
-		DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth,
+		DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
 	}, prov)
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// apiServerArgs are the flags of DESIGN §12. The serving certificate is
+// apiServerArgs are the flags of the test control plane (scripts/build-tools.sh). The serving certificate is
 // self-signed by the apiserver into certDir on the first start and reused on
 // every restart, so clients keep trusting it.
 func (e *Env) apiServerArgs(port int) []string {
@@ -41,6 +41,7 @@ func (e *Env) apiServerArgs(port int) []string {
 		// reject every Pod for want of a default service account.
 		"--disable-admission-plugins=ServiceAccount",
 	}
+	args = append(args, e.creds.kubelet.apiServerArgs()...)
 	return append(args, e.opts.ExtraAPIServerFlags...)
 }
 

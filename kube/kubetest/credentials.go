@@ -29,6 +29,7 @@ type credentials struct {
 	tokenFile  string
 	saKey      string // RSA private key, signs service-account tokens
 	saPub      string // its public key, verifies them
+	kubelet    kubeletClient
 }
 
 func writeCredentials(dir string, users []User) (credentials, error) {
@@ -72,6 +73,9 @@ func writeCredentials(dir string, users []User) (credentials, error) {
 		return c, err
 	}
 	if err := writePEM(c.saPub, "PUBLIC KEY", pub); err != nil {
+		return c, err
+	}
+	if c.kubelet, err = writeKubeletClient(dir); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -1,6 +1,6 @@
 // Package kubetest runs a real etcd and kube-apiserver for tests.
 //
-// There is no kind and no Docker here (DESIGN §12): the binaries are built
+// There is no kind and no Docker here (the test control plane (scripts/build-tools.sh)): the binaries are built
 // from the pinned tools modules by scripts/build-tools.sh and linked into the
 // repository's bin/ folder. Start finds them there (or in $VK_TOOLS_BIN), and
 // runs the script itself when they are missing, so a fresh clone works with
@@ -25,4 +25,11 @@
 // Authentication is a static token file: Config carries an admin token in
 // group system:masters, and Options.Users adds more tokens for
 // authorization tests (see UserConfig). Authorization is RBAC.
+//
+// The apiserver dials kubelet APIs with a client certificate (CN
+// KubeletClientUser, bound to system:kubelet-api-admin) signed by a CA of
+// the Env's own, KubeletClientCA: a kubelet API that trusts that CA admits
+// the apiserver's proxied exec, port-forward, logs and stats. It reaches a
+// node at its InternalIP first and does not verify the kubelet's serving
+// certificate.
 package kubetest

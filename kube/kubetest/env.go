@@ -28,7 +28,7 @@ type Options struct {
 	// Default: 60s, generous for 2 loaded CI cores (a quiet machine needs
 	// about 1s).
 	StartTimeout time.Duration
-	// ExtraAPIServerFlags are appended to the DESIGN §12 flags; a repeated
+	// ExtraAPIServerFlags are appended to the test control plane's flags; a repeated
 	// flag overrides the earlier value.
 	ExtraAPIServerFlags []string
 }
@@ -54,6 +54,11 @@ type Env struct {
 	// EtcdLog and APIServerLog are the processes' combined stdout and
 	// stderr. Restarts append to the same file.
 	EtcdLog, APIServerLog string
+	// KubeletClientCA is the PEM file of the CA that signed the
+	// apiserver's kubelet client certificate (CN KubeletClientUser): give
+	// it to a kubelet API as its client CA (vk-sandbox --client-ca-file) so
+	// that the apiserver's proxied exec, port-forward and stats get through.
+	KubeletClientCA string
 
 	opts      Options
 	ownDir    bool
@@ -110,6 +115,10 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
 	if err := e.initClients(ctx); err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
+	e.KubeletClientCA = e.creds.kubelet.caFile
+	if err := e.bindKubeletClient(ctx); err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
 	e.logf("kubetest: control plane up in %s (etcd %s, apiserver %s, dir %s)",

@@ -102,6 +102,21 @@ type Config struct {
 	// RefillDelay is how long a claimed warm VM takes to be replaced.
 	RefillDelay time.Duration
 
+	// GuestPorts maps a guest port to the host address that the ports
+	// relay dials for it, for every sandbox alike (the emulator has no
+	// guests): {8080: "127.0.0.1:41234"} makes guest port 8080 a listener
+	// a test started. A port neither listed nor covered by GuestLoopback
+	// has nothing listening on it: 502.
+	GuestPorts map[int]string
+	// GuestLoopback makes every guest port P that GuestPorts does not list
+	// 127.0.0.1:P on the host.
+	GuestLoopback bool
+	// ExecMemory is the node's memory for buffered exec output. A running
+	// command holds pool.MaxExecOutput of it, and a command that finds
+	// too little left is answered 503 with Retry-After: 1. Default 256 MiB
+	// (32 commands at once).
+	ExecMemory int64
+
 	// MetricsNoAuth serves GET /metrics to anyone. By default it is an
 	// operator surface: root only.
 	MetricsNoAuth bool
@@ -136,6 +151,7 @@ const (
 	MaxTTL     = 24 * time.Hour
 
 	defaultColdLatency = 20 * time.Millisecond
+	defaultExecMemory  = 256 << 20
 	defaultRetryAfter  = time.Second
 	defaultNet         = "none"
 	defaultSize        = "small"
@@ -166,6 +182,16 @@ func (c Config) withDefaults() (Config, error) {
 	case c.DefaultTTL < 0 || c.MaxTTL < 0:
 		return c, fmt.Errorf("sim: DefaultTTL %v and MaxTTL %v must not be negative", c.DefaultTTL, c.MaxTTL)
 	}
+	if c.ExecMemory < 0 {
+		return c, fmt.Errorf("sim: ExecMemory %d is negative", c.ExecMemory)
+	}
+	if c.ExecMemory == 0 {
+		c.ExecMemory = defaultExecMemory
+	}
+	if err := validGuestPorts(c.GuestPorts); err != nil {
+		return c, err
+	}
+	c.GuestPorts = maps.Clone(c.GuestPorts)
 	if c.DefaultTTL == 0 {
 		c.DefaultTTL = DefaultTTL
 	}

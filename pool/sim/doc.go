@@ -18,6 +18,8 @@
 //	GET  /v1/sandboxes         every row          its own rows       401
 //	GET  /v1/sandboxes/{id}    row + token        403                401
 //	GET  .../{id}/stats        yes                403                401
+//	POST .../{id}/exec         404                404                that sandbox
+//	GET  .../{id}/ports/{p}    any (passive)      404                that sandbox
 //	GET  /v1/info              yes                403                401
 //	GET  /metrics              yes                403                401
 //	GET  /healthz              no token needed
@@ -54,6 +56,22 @@
 // second VM. Metadata labels are checked against pool.ValidateMetadata,
 // echoed in the rows and filterable with ?metadata=k=v.
 //
+// # Interactive surfaces
+//
+// POST /v1/sandboxes/{id}/exec runs one command to completion and answers
+// its exit code, stdout and stderr; the emulator runs a fixed set of
+// commands itself (echo, true, false, env, pwd, sleep, head -c, sh -c: see
+// shell.go). GET /v1/sandboxes/{id}/ports/{port} with Upgrade: tcp answers
+// 101 and relays raw bytes, with half-close, to the host address that
+// Config.GuestPorts (or GuestLoopback) names for the guest port. Both wake
+// a hibernated sandbox when the sandbox's own token asks; a relay with the
+// root token is passive and is refused 409 while the sandbox is paused.
+// GET .../stats reports the machine and its memory use, unmeasured while it
+// is hibernated. Hibernate, Fail, SetGuestUnreachable and SetMemUsed drive
+// the answers: 409 for a failed sandbox, 502 for an unreachable guest, 502
+// for a port nothing listens on, 503 when ExecMemory is used up, 504 past
+// timeout_seconds and 413 past pool.MaxExecOutput of output.
+//
 // # Owner address and mesh
 //
 // owner_addr is the node's sandboxd address, the same on every claim and
@@ -64,8 +82,9 @@
 //
 // # Test knobs
 //
-// The Set* methods, AddTenant, RemoveTenant, Archive, Expire, SetDeadline
-// and InjectFault change behaviour at runtime and are safe for concurrent
-// use. Counters counts requests per verb (also at GET /metrics and in
-// /v1/info), so that a test can assert "exactly N claims, M releases".
+// The Set* methods, AddTenant, RemoveTenant, Archive, Expire, SetDeadline,
+// Hibernate, Fail and InjectFault change behaviour at runtime and are safe
+// for concurrent use. Counters counts requests per verb (also at GET
+// /metrics and in /v1/info), so that a test can assert "exactly N claims,
+// M releases".
 package sim

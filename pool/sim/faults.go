@@ -11,7 +11,7 @@ import (
 // Fault makes the next Count requests of Verb misbehave.
 type Fault struct {
 	// Verb is "claim", "release", "renew", "list", "get", "stats", "info",
-	// or "" for any.
+	// "exec", "ports", or "" for any.
 	Verb string
 	// Mode is one of:
 	//   "500", "503" (with Retry-After), "429", "409": that status; a 429

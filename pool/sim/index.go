@@ -15,9 +15,12 @@ import (
 
 // row is one sandbox. sb.Token is the sandbox's release credential;
 // ownerAddr is only set in per-claim mode (elsewhere the node has one).
+// guest is not saved in the state file: a restarted emulator's guests
+// start afresh (reachable, memory not set).
 type row struct {
 	sb        pool.Sandbox
 	ownerAddr string
+	guest     guest // the emulated guest: see guest.go
 }
 
 type warmPool struct{ target, ready, refilling int }

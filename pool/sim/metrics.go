@@ -29,7 +29,8 @@ var counterNames = []string{
 	pool.VerbClaim, counterClaimOK, counterClaimCapacity, counterClaimError, counterClaimRedirect,
 	pool.VerbRelease, counterReleaseOK, counterReleaseNotFound,
 	verbRenew, counterRenewOK,
-	pool.VerbList, pool.VerbGet, pool.VerbInfo, verbStats,
+	pool.VerbList, pool.VerbGet, pool.VerbInfo, pool.VerbStats,
+	pool.VerbExec, pool.VerbPorts,
 }
 
 // counterSet is a fixed set of atomic counters: the map is built once and
@@ -54,7 +55,7 @@ func (cs *counterSet) inc(name string) {
 // "claim_capacity" (every 429 and every redirect of a node at MaxClaims),
 // "claim_error", "claim_redirect" (every redirect answer), "release",
 // "release_ok", "release_notfound" (unknown id or wrong token), "renew",
-// "renew_ok", "list", "get", "info", "stats".
+// "renew_ok", "list", "get", "info", "stats", "exec", "ports".
 func (s *Server) Counters() map[string]int64 {
 	out := make(map[string]int64, len(s.counters.m))
 	for n, c := range s.counters.m {

@@ -61,16 +61,8 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, row.sb)
 }
 
-// sandboxStats is the emulator's answer to GET /v1/sandboxes/{id}/stats:
-// the row's machine shape and its age, enough for a caller to tell the
-// surface's authorization apart.
-type sandboxStats struct {
-	ID            string `json:"id"`
-	CPUCount      int    `json:"cpu_count"`
-	MemTotalBytes int64  `json:"mem_total_bytes"`
-	UptimeSeconds int64  `json:"uptime_seconds"`
-}
-
+// handleStats is root's reading of one sandbox (see row.stats): a tenant
+// is 403, and the read is passive, so it never wakes a hibernated sandbox.
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	if herr := s.authorizeRoot(r); herr != nil {
 		writeFailure(w, herr)
@@ -82,11 +74,7 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, errNotFound(id))
 		return
 	}
-	st := sandboxStats{ID: row.sb.ID, CPUCount: row.sb.CPUCount, MemTotalBytes: row.sb.MemTotalBytes}
-	if row.sb.ClaimedAt != nil {
-		st.UptimeSeconds = int64(time.Since(*row.sb.ClaimedAt) / time.Second)
-	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, row.stats(time.Now()))
 }
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {

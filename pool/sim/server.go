@@ -10,11 +10,9 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
-// Verbs of the calls the pool client does not make; the others are pool's.
-const (
-	verbRenew = "renew"
-	verbStats = "stats"
-)
+// verbRenew is the one call the pool client names differently; the other
+// verbs are pool's.
+const verbRenew = "renew"
 
 // Server is one emulated sandboxd node. All methods are safe for concurrent
 // use.
@@ -29,6 +27,8 @@ type Server struct {
 	counters  *counterSet
 	traces    traceLog
 	mux       *http.ServeMux
+	execMem   execBudget
+	relays    relaySet
 
 	failRate     atomic.Uint64 // math.Float64bits
 	maxClaims    atomic.Int64
@@ -82,6 +82,7 @@ func New(cfg Config) (*Server, error) {
 	s.mesh.Store(cfg.Mesh)
 	s.draining.Store(cfg.Draining)
 	s.tenantDBDown.Store(cfg.TenantDBDown)
+	s.execMem.left.Store(cfg.ExecMemory)
 	s.mux = s.routes()
 	go s.run()
 	return s, nil
@@ -94,7 +95,9 @@ func (s *Server) routes() *http.ServeMux {
 	m.Handle("POST /v1/sandboxes/{id}/renew", s.route(verbRenew, s.handleRenew))
 	m.Handle("GET /v1/sandboxes", s.route(pool.VerbList, s.handleList))
 	m.Handle("GET /v1/sandboxes/{id}", s.route(pool.VerbGet, s.handleGet))
-	m.Handle("GET /v1/sandboxes/{id}/stats", s.route(verbStats, s.handleStats))
+	m.Handle("GET /v1/sandboxes/{id}/stats", s.route(pool.VerbStats, s.handleStats))
+	m.Handle("POST /v1/sandboxes/{id}/exec", s.route(pool.VerbExec, s.handleExec))
+	m.Handle("GET /v1/sandboxes/{id}/ports/{port}", s.route(pool.VerbPorts, s.handlePorts))
 	m.Handle("GET /v1/info", s.route(pool.VerbInfo, s.handleInfo))
 	m.HandleFunc("GET /metrics", s.handleMetrics)
 	m.HandleFunc("GET /healthz", handleHealthz)
@@ -104,13 +107,14 @@ func (s *Server) routes() *http.ServeMux {
 // Handler serves the protocol.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Close stops the reaper and the warm refills and saves the state file.
-// Requests still in flight are the HTTP server's to drain; a claim still
-// provisioning finishes at once.
+// Close stops the reaper and the warm refills, ends every open ports
+// relay and saves the state file. Requests still in flight are the HTTP
+// server's to drain; a claim still provisioning finishes at once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.done
+		s.relays.close()
 		s.ix.close()
 		if s.cfg.StatePath != "" {
 			s.closeErr = saveState(s.cfg.StatePath, s.ix)

@@ -1,0 +1,323 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+)
+
+// guestPort is the port the tests forward to; the emulator maps it to
+// echoAddr, a loopback echo service standing in for one inside the VM.
+const guestPort = 8080
+
+// kubectlNode is a virtual node the apiserver can reach and that trusts the
+// apiserver back: it registers an InternalIP and listens there (the
+// apiserver dials the kubelet API at it), and verifies the apiserver's
+// kubelet client certificate against the harness's CA. box is one Running
+// sandbox Pod.
+type kubectlNode struct {
+	*vkNode
+	ns, pod  string
+	ip       string
+	sandbox  pool.Sandbox // box's VM, token included
+	echoAddr string
+	direct   *pool.Client // straight to the emulator, for baselines
+}
+
+// proxyable reports whether the apiserver's node proxy (nodes/proxy: stats,
+// metrics) may dial the node: it refuses loopback and link-local addresses,
+// while exec, port-forward and logs go to any node address.
+func (k *kubectlNode) proxyable() bool { return k.ip != "127.0.0.1" }
+
+func startKubectlNode(t *testing.T) *kubectlNode {
+	t.Helper()
+	echoAddr := echoService(t)
+	ip := hostIP()
+	n := startNode(t, sim.Config{GuestPorts: map[int]string{guestPort: echoAddr}},
+		"--node-ip", ip, "--listen-addr", net.JoinHostPort(ip, strconv.Itoa(freePort(t))), "--client-ca-file", env.KubeletClientCA)
+	ns := newNamespace(t)
+	createPod(t, sandboxPod(ns, "box", n.Name))
+	waitRunning(t, ns, "box")
+	k := &kubectlNode{vkNode: n, ns: ns, pod: "box", ip: ip, echoAddr: echoAddr}
+	for _, sb := range n.live() {
+		if podKeyOf(sb) == ns+"/box" {
+			k.sandbox = sb
+		}
+	}
+	if k.sandbox.ID == "" {
+		t.Fatalf("no VM for %s/box among %v", ns, n.live())
+	}
+	direct, err := pool.NewClient(pool.ClientOptions{BaseURL: n.srv.URL, Token: rootToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.CloseIdleConnections)
+	k.direct = direct
+	// The sandbox's token is the Pod's credential: it must never reach the
+	// process's log, whatever the test did.
+	t.Cleanup(func() {
+		if tok := k.sandbox.Token; tok != "" && strings.Contains(n.log(), tok) {
+			t.Errorf("vk-sandbox's log contains the sandbox token of %s", k.sandbox.ID)
+		}
+	})
+	return k
+}
+
+// hostIP is this host's first global unicast IPv4 address, the kind the
+// apiserver's node proxy dials, or 127.0.0.1 when it has none.
+func hostIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+				return n.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// echoService echoes what it reads and half-closes once its input ends, so
+// a client sees all of its bytes back and then EOF only if half-close works
+// end to end.
+func echoService(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, 256<<10)
+				if _, err := io.CopyBuffer(c, c, buf); err == nil {
+					_ = c.(*net.TCPConn).CloseWrite()
+					_, _ = io.Copy(io.Discard, c)
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+// execVia names the two transports kubectl exec speaks to the apiserver:
+// WebSocket (its default since 1.30; the apiserver translates it to SPDY
+// towards the kubelet) and SPDY (its fallback, passed through as is).
+type execVia string
+
+const (
+	viaWebSocket execVia = "websocket"
+	viaSPDY      execVia = "spdy"
+)
+
+// execResult is what kubectl exec shows: both streams and the error (a
+// client-go CodeExitError for a non-zero exit code).
+type execResult struct {
+	stdout, stderr string
+	err            error
+}
+
+// exec is kubectl exec through the apiserver: POST pods/exec, upgraded, with
+// the streams asked for as kubectl asks for them.
+func (k *kubectlNode) exec(t *testing.T, via execVia, stdin io.Reader, tty bool, cmd ...string) execResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	req := env.Clientset().CoreV1().RESTClient().Post().Resource("pods").Namespace(k.ns).Name(k.pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "agent", Command: cmd, Stdin: stdin != nil, Stdout: true, Stderr: !tty, TTY: tty}, scheme.ParameterCodec)
+	var (
+		ex  remotecommand.Executor
+		err error
+	)
+	switch via {
+	case viaWebSocket:
+		ex, err = remotecommand.NewWebSocketExecutor(env.Config, "GET", req.URL().String())
+	default:
+		ex, err = remotecommand.NewSPDYExecutor(env.Config, "POST", req.URL())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	opts := remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Tty: tty}
+	if !tty {
+		opts.Stderr = &errb
+	}
+	err = ex.StreamWithContext(ctx, opts)
+	return execResult{stdout: out.String(), stderr: errb.String(), err: err}
+}
+
+// forwardVia names the two ways kubectl port-forward dials the apiserver:
+// SPDY, and SPDY tunnelled over WebSocket (the apiserver unwraps it).
+type forwardVia string
+
+const (
+	forwardSPDY      forwardVia = "spdy"
+	forwardWebSocket forwardVia = "spdy-over-websocket"
+)
+
+func (k *kubectlNode) dialer(t *testing.T, via forwardVia) httpstream.Dialer {
+	t.Helper()
+	u := env.Clientset().CoreV1().RESTClient().Post().Resource("pods").Namespace(k.ns).Name(k.pod).SubResource("portforward").URL()
+	if via == forwardWebSocket {
+		d, err := portforward.NewSPDYOverWebsocketDialer(u, env.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	rt, upgrader, err := spdy.RoundTripperFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spdy.NewDialer(upgrader, &http.Client{Transport: rt}, "POST", u)
+}
+
+// portForward is kubectl port-forward: a local listener on 127.0.0.1 whose
+// connections are forwarded to the Pod's guestPort. It returns the local
+// address; the forwarder stops with the test.
+func (k *kubectlNode) portForward(t *testing.T, via forwardVia, remote int) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	var out, errOut syncBuf
+	fw, err := portforward.NewOnAddressesWithContext(ctx, k.dialer(t, via), []string{"127.0.0.1"},
+		[]string{fmt.Sprintf("0:%d", remote)}, ready, &out, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("port-forward ended before it was ready: %v (%s)", err, errOut.String())
+	case <-time.After(waitFor):
+		t.Fatal("port-forward not ready")
+	}
+	ports, err := fw.GetPorts()
+	if err != nil || len(ports) != 1 {
+		t.Fatalf("ports %v, %v", ports, err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0].Local)
+}
+
+// forwardOnce opens one forwarded connection by hand, as kubectl does for
+// each local connection, and returns its data stream and what arrives on
+// its error stream (which kubectl only logs).
+func (k *kubectlNode) forwardOnce(t *testing.T, remote int) (httpstream.Stream, <-chan string) {
+	t.Helper()
+	conn, _, err := k.dialer(t, forwardSPDY).Dial(portforward.PortForwardProtocolV1Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	h := http.Header{}
+	h.Set(corev1.StreamType, corev1.StreamTypeError)
+	h.Set(corev1.PortHeader, fmt.Sprint(remote))
+	h.Set(corev1.PortForwardRequestIDHeader, "0")
+	errStream, err := conn.CreateStream(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = errStream.Close()
+	msg := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(errStream); msg <- string(b) }()
+	h.Set(corev1.StreamType, corev1.StreamTypeData)
+	data, err := conn.CreateStream(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, msg
+}
+
+// kubeletAddr is the kubelet API's address: the last --listen-addr, which
+// is the one the flag parser keeps.
+func (n *vkNode) kubeletAddr() string {
+	addr := ""
+	for i, a := range n.args {
+		if a == "--listen-addr" && i+1 < len(n.args) {
+			addr = n.args[i+1]
+		}
+	}
+	if addr == "" {
+		n.t.Fatal("no --listen-addr")
+	}
+	return addr
+}
+
+// kubeletGet calls the kubelet API directly, not through the apiserver,
+// with an optional client certificate. It does not verify the serving
+// certificate: what is under test is who the kubelet API lets in.
+func (n *vkNode) kubeletGet(t *testing.T, path string, cert *tls.Certificate) (int, error) {
+	t.Helper()
+	cfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // see above
+	if cert != nil {
+		// Offered whatever CAs the server names: a client that only sends
+		// a matching certificate would never test the server's check.
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+n.kubeletAddr()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
