@@ -8,7 +8,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
-// The Pod contract (DESIGN §3).
+// The annotations of the Pod contract (docs/pod-contract.md).
 const (
 	AnnRuntime  = "sandbox.cocoonstack.io/runtime"
 	AnnTemplate = "sandbox.cocoonstack.io/template"

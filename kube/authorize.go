@@ -19,7 +19,7 @@ import (
 
 // Verdict reasons. A Pod deletion is not VM authority: a Node-NotReady
 // eviction deletes every Pod on the node while the VMs keep serving users,
-// so only the owner's state may release (DESIGN §5).
+// so only the owner's state may release (the delete authorization table (docs/pod-contract.md)).
 const (
 	ReasonBarePod        = "bare-pod"
 	ReasonOwnerGone      = "owner-gone"

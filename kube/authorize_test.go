@@ -57,7 +57,7 @@ func fakeDyn(objs ...*unstructured.Unstructured) *dynamicfake.FakeDynamicClient 
 	return d
 }
 
-// The seven rows of DESIGN §5.
+// The seven rows of the delete authorization table (docs/pod-contract.md).
 func TestDeleteAuthorizationTable(t *testing.T) {
 	ctx := context.Background()
 	check := func(name string, a *Authorizer, pod *corev1.Pod, release bool, reason string) {

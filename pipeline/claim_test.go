@@ -15,7 +15,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
-// DESIGN §4 step 5: Running is pushed only once the claim is durable. The
+// the claim transaction (docs/pod-contract.md) step 5: Running is pushed only once the claim is durable. The
 // Reporter looks at the store (and at the bytes of the fsynced state file)
 // from inside Running.
 func TestCreateGoesRunningOnlyAfterDurableCommit(t *testing.T) {
@@ -67,7 +67,7 @@ func TestCreateGoesRunningOnlyAfterDurableCommit(t *testing.T) {
 	}
 }
 
-// DESIGN §10: sharding by UID plus singleflight collapse duplicate events;
+// the concurrency rules (docs/architecture.md): sharding by UID plus singleflight collapse duplicate events;
 // a storm of Create calls for one Pod makes one sandboxd claim.
 func TestDuplicateEventsMakeOneClaim(t *testing.T) {
 	// Some latency so that most duplicates land while the claim is in flight.
@@ -115,7 +115,7 @@ func TestDuplicateEventsMakeOneClaim(t *testing.T) {
 	}
 }
 
-// DESIGN §7: a capacity miss is not retried inside the transaction; the Pod
+// the sandboxd protocol (docs/architecture.md): a capacity miss is not retried inside the transaction; the Pod
 // stays Pending with the capacity reason and is retried slowly until the
 // node has room. Both capacity shapes (429, 200+redirect) count.
 func TestCapacityMissStaysPendingAndRetries(t *testing.T) {
@@ -150,7 +150,7 @@ func TestCapacityMissStaysPendingAndRetries(t *testing.T) {
 	}
 }
 
-// DESIGN §7 retries: a 5xx is retried with backoff inside the transaction
+// the sandboxd protocol (docs/architecture.md) retries: a 5xx is retried with backoff inside the transaction
 // (a lost answer is looked up first), bounded in attempts; once exhausted,
 // the Pod is Pending with SandboxClaimFailed.
 func TestTransientErrorsRetriedBounded(t *testing.T) {
@@ -199,7 +199,7 @@ func TestTransientErrorsRetriedBounded(t *testing.T) {
 	})
 }
 
-// DESIGN §7: a claim is not idempotent. When its response is lost, the
+// the sandboxd protocol (docs/architecture.md): a claim is not idempotent. When its response is lost, the
 // retry finds the VM by claim_ref and recovers its credential with the root
 // token instead of claiming a second VM.
 func TestLostClaimResponseIsRecoveredNotDoubled(t *testing.T) {
@@ -241,7 +241,7 @@ func TestLostClaimResponseIsRecoveredNotDoubled(t *testing.T) {
 	}
 }
 
-// DESIGN §7: with a non-root token a lost claim's credential cannot be
+// the sandboxd protocol (docs/architecture.md): with a non-root token a lost claim's credential cannot be
 // recovered. The sandbox is left to its lease and never claimed over, across
 // any number of retries: the Pod stays Pending with SandboxClaimUnrecoverable.
 func TestLostResponseWithoutRootTokenIsNeverClaimedTwice(t *testing.T) {
@@ -277,7 +277,7 @@ func TestLostResponseWithoutRootTokenIsNeverClaimedTwice(t *testing.T) {
 	}
 }
 
-// DESIGN §4: if the durable write fails, the claim just taken is released
+// the claim transaction (docs/pod-contract.md): if the durable write fails, the claim just taken is released
 // on a detached context and the Pod is never Running. If that release fails
 // too, the credential stays in memory (tentative) so a later delete can
 // still reach the VM.

@@ -98,7 +98,7 @@ func TestAdoptionRequiresSameOwner(t *testing.T) {
 	}
 }
 
-// DESIGN §4 stale-UID guard: a delete carrying a previous generation's UID
+// the claim transaction (docs/pod-contract.md) stale-UID guard: a delete carrying a previous generation's UID
 // has no authority over the claim the new generation adopted.
 func TestStaleUIDDeleteIsIgnored(t *testing.T) {
 	r := newRig(t, sim.Config{}, nil)
@@ -133,7 +133,7 @@ func TestStaleUIDDeleteIsIgnored(t *testing.T) {
 	}
 }
 
-// DESIGN §5: a 404 from sandboxd on release means already gone: converged,
+// the delete authorization table (docs/pod-contract.md): a 404 from sandboxd on release means already gone: converged,
 // not an error. The row is forgotten.
 func TestReleaseNotFoundIsConverged(t *testing.T) {
 	r := newRig(t, sim.Config{}, nil)
@@ -156,7 +156,7 @@ func TestReleaseNotFoundIsConverged(t *testing.T) {
 	}
 }
 
-// DESIGN §5: any release error other than 404 keeps the claim and its
+// the delete authorization table (docs/pod-contract.md): any release error other than 404 keeps the claim and its
 // credential, so the delete can be retried. The error names the pod key and
 // never a token.
 func TestReleaseErrorKeepsClaim(t *testing.T) {

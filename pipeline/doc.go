@@ -10,7 +10,7 @@
 // generations (UIDs) of one pod key are serialised by a striped key lock,
 // so a delete of the old Pod and an adoption by the new one never overlap.
 //
-// Claim states (DESIGN §4):
+// Claim states (the claim transaction (docs/pod-contract.md)):
 //
 //	none ──claim──▶ tentative ──fsync──▶ durable ──push──▶ Running
 //	                    │                   ▲

@@ -10,7 +10,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
-// DESIGN §6 lease watch: once a recorded deadline passes, the listing
+// the background loops (docs/architecture.md) lease watch: once a recorded deadline passes, the listing
 // decides. Gone: the row is dropped and Expired is pushed. Still listed: the
 // row takes the listing's deadline. Listing failed: nothing is decided.
 func TestLeaseExpiryPushesExpired(t *testing.T) {
@@ -89,7 +89,7 @@ func TestLeaseExpiryPushesExpired(t *testing.T) {
 	})
 }
 
-// DESIGN §6 orphan scan: it only reports. Listed sandboxes that no claim
+// the background loops (docs/architecture.md) orphan scan: it only reports. Listed sandboxes that no claim
 // knows about and claims whose sandbox is not listed are counted; nothing
 // is released, and a failed listing is not an empty list.
 func TestOrphanScanOnlyReports(t *testing.T) {

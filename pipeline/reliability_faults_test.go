@@ -26,15 +26,51 @@ type r3Rig struct {
 
 func newR3Rig(t *testing.T, mod ...func(*pipeline.Config)) *r3Rig {
 	t.Helper()
+	r := newR3Env(t)
+	r.start(t, mod...)
+	return r
+}
+
+// newR3Env is the rig without its engine, so that a fault can be in place
+// before the engine's startup listing runs; start starts the engine.
+func newR3Env(t *testing.T) *r3Rig {
+	t.Helper()
 	env := newDownableSim(t, sim.Config{})
-	cs := &countingSandboxd{Sandboxd: env.root}
-	rep := newReporter()
-	cfg := testConfig(cs, openStore(t, tempStorePath(t), false), rep)
+	return &r3Rig{env: env, cs: &countingSandboxd{Sandboxd: env.root}, rep: newReporter()}
+}
+
+func (r *r3Rig) start(t *testing.T, mod ...func(*pipeline.Config)) {
+	t.Helper()
+	cfg := testConfig(r.cs, openStore(t, tempStorePath(t), false), r.rep)
 	cfg.ClaimRetry.MaxAttempts = r3Attempts
 	for _, m := range mod {
 		m(&cfg)
 	}
-	return &r3Rig{env: env, cs: cs, rep: rep, eng: startEngine(t, cfg)}
+	r.eng = startEngine(t, cfg)
+}
+
+// listed waits for the engine's startup listing: from then on a claim
+// looks its claim_ref up only once an attempt may have made a VM.
+func (r *r3Rig) listed(t *testing.T) {
+	t.Helper()
+	eventually(t, "the startup listing", func() bool {
+		select {
+		case <-r.eng.Listed():
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+// noBlindClaims: no claim was sent while its claim_ref was owed a lookup
+// (see countingSandboxd), i.e. a failed lookup never fell through to a
+// claim.
+func (r *r3Rig) noBlindClaims(t *testing.T) {
+	t.Helper()
+	if b := r.cs.blindClaims(); len(b) > 0 {
+		t.Errorf("%d claims sent without a successful claim_ref lookup; the first: %s", len(b), b[0])
+	}
 }
 
 // inject applies a fault mode; "down" closes the emulator's listener.
@@ -70,6 +106,7 @@ func (r *r3Rig) settle(t *testing.T, it pipeline.Intent) {
 			t.Errorf("%s: Running reported claims %s and %s", it.Ref.Key, run.claim.ID, ev.claim.ID)
 		}
 	}
+	r.noBlindClaims(t)
 	res, err := r.eng.Delete(context.Background(), it.Ref, verdict(true, "owner-gone"))
 	if err != nil || !res.Held {
 		t.Fatalf("%s: Delete = %+v, %v", it.Ref.Key, res, err)
@@ -143,21 +180,141 @@ func TestR3SandboxdTransientFaults(t *testing.T) {
 // arrives. The Pod is Pending with SandboxClaimFailed naming the Pod and
 // the cause, retried with bounded attempts per transaction, and Running
 // with exactly one VM once sandboxd is back.
+//
+// While sandboxd is down, every claim_ref lookup fails, and a failed
+// lookup must never fall through to a claim: the VM it was looking for may
+// exist. Whether a lookup is owed at the first attempt depends on the
+// startup listing, so each case fixes it:
+//   - before-startup-listing: sandboxd is down before the engine starts, so
+//     the startup listing never succeeds, every attempt owes a lookup, and
+//     not one claim is sent until sandboxd is back;
+//   - after-startup-listing: the first attempt claims without a lookup (the
+//     listing showed no VM), its refused connection may have made one, and
+//     from then on every attempt owes the lookup that keeps failing: at
+//     most that one claim is sent until sandboxd is back.
 func TestR3SandboxdDown(t *testing.T) {
-	noLeaks(t)
-	r := newR3Rig(t)
-	r.inject(sim.Fault{Mode: "down"})
-	it := intent("r3/down", "uid-down", "owner-down")
-	create(t, r.eng, it)
-	ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonClaimFailed, 3)
-	if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, "connect") {
-		t.Errorf("Pending message %q does not name the pod and the refused connection", ev.msg)
+	for _, tc := range []struct {
+		name      string
+		early     bool  // down before the engine starts
+		maxClaims int64 // claim attempts while sandboxd is down
+	}{
+		{"before-startup-listing", true, 0},
+		{"after-startup-listing", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeaks(t)
+			r := newR3Env(t)
+			if tc.early {
+				r.inject(sim.Fault{Mode: "down"})
+				r.start(t)
+			} else {
+				r.start(t)
+				r.listed(t)
+				r.inject(sim.Fault{Mode: "down"})
+			}
+			it := intent("r3/down", "uid-down", "owner-down")
+			create(t, r.eng, it)
+			ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonClaimFailed, 3)
+			if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, "connect") {
+				t.Errorf("Pending message %q does not name the pod and the refused connection", ev.msg)
+			}
+			checkBounded(t, r, it, r3Attempts)
+			if got := r.cs.claims.Load(); got > tc.maxClaims {
+				t.Errorf("%d claim attempts while sandboxd was down, want at most %d: a failed claim_ref lookup fell through to a claim", got, tc.maxClaims)
+			}
+			if !r.cs.lookupFailed(testID.ClaimRef(it.Ref.Key)) {
+				t.Error("no claim_ref lookup was tried while sandboxd was down: the case tested nothing")
+			}
+			r.noBlindClaims(t)
+			before := r.cs.claims.Load()
+			r.clear(t, "down")
+			r.settle(t, it)
+			if got := r.cs.claims.Load() - before; got != 1 {
+				t.Errorf("%d claims once sandboxd was back, want 1", got)
+			}
+			if got := r.env.sim.Counters()["claim"]; got != 1 {
+				t.Errorf("claims at sandboxd = %d, want 1 (only after it came back)", got)
+			}
+		})
 	}
-	checkBounded(t, r, it, r3Attempts)
-	r.clear(t, "down")
-	r.settle(t, it)
-	if got := r.env.sim.Counters()["claim"]; got != 1 {
-		t.Errorf("claims at sandboxd = %d, want 1 (only after it came back)", got)
+}
+
+// TestR3LookupFailureNeverFallsThroughToAClaim: a claim_ref lookup is owed
+// after a claim attempt whose answer may have been lost, and before the
+// startup listing has succeeded. While that lookup fails, at its listing
+// or at the Get that fetches a listed VM's credential, the engine must not
+// claim: the VM it is looking for may exist, and a claim would double it.
+// Claim attempts are counted at the engine's client (countingSandboxd) and
+// VMs at the emulator. Once the lookup works, the lost VM is recovered,
+// never claimed again, and the Pod runs on it.
+func TestR3LookupFailureNeverFallsThroughToAClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// lost: the first claim makes a VM and loses its answer (the engine
+		// has listed at startup first); otherwise the fault is in place
+		// before the engine starts and no claim is made until it clears.
+		lost  bool
+		fault sim.Fault
+	}{
+		{"list-fails-after-lost-response", true, sim.Fault{Verb: pool.VerbList, Mode: "500"}},
+		{"get-fails-after-lost-response", true, sim.Fault{Verb: pool.VerbGet, Mode: "500"}},
+		{"list-fails-before-startup-listing", false, sim.Fault{Verb: pool.VerbList, Mode: "500"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeaks(t)
+			r := newR3Env(t)
+			var wantClaims int64 // claim attempts while the lookup fails
+			if tc.lost {
+				r.start(t)
+				r.listed(t)
+				r.inject(sim.Fault{Verb: pool.VerbClaim, Mode: "lose-response", Count: 1})
+				r.inject(tc.fault)
+				wantClaims = 1
+			} else {
+				r.inject(tc.fault)
+				r.start(t)
+			}
+			it := intent("r3/"+tc.name, "uid-"+tc.name, "owner-"+tc.name)
+			create(t, r.eng, it)
+			// Two finished transactions: the lookup failed across a requeue
+			// too, not only inside one transaction's retries. A Running Pod
+			// ends the wait as well: it can only come from a claim.
+			r.rep.waitFor(t, "2× Pending "+pipeline.ReasonClaimFailed+", or Running", func(evs []event) bool {
+				return countOf(evs, "pending", it.Ref.UID, pipeline.ReasonClaimFailed) >= 2 || find(evs, "running", it.Ref.UID, "") >= 0
+			})
+			if got := r.cs.claims.Load(); got != wantClaims {
+				t.Errorf("%d claim attempts while the lookup fails, want %d: a failed lookup fell through to a claim", got, wantClaims)
+			}
+			if got := r.env.sim.Counters()["claim_ok"]; got != wantClaims {
+				t.Errorf("%d VMs made at sandboxd while the lookup fails, want %d", got, wantClaims)
+			}
+			if !r.cs.lookupFailed(testID.ClaimRef(it.Ref.Key)) {
+				t.Error("no claim_ref lookup failed: the case tested nothing")
+			}
+			if tc.fault.Verb == pool.VerbGet && r.cs.gets.Load() == 0 {
+				t.Error("the lookup never reached the credential fetch: the case tested nothing")
+			}
+			r.noBlindClaims(t)
+			if find(r.rep.snapshot(), "running", it.Ref.UID, "") >= 0 {
+				t.Fatal("Running while the lookup fails")
+			}
+			var lostID string
+			if tc.lost {
+				if live := liveFor(r.env.sim, it.Ref.Key); len(live) == 1 {
+					lostID = live[0].ID
+				} else {
+					t.Fatalf("%d VMs for %s after the lost answer, want 1", len(live), it.Ref.Key)
+				}
+			}
+			r.env.sim.ClearFaults()
+			r.settle(t, it)
+			if got := r.cs.claims.Load(); got != 1 {
+				t.Errorf("%d claim attempts in all, want 1", got)
+			}
+			if run := r.rep.running(t, it.Ref.UID); tc.lost && run.claim.ID != lostID {
+				t.Errorf("Running on %s, want the recovered %s", run.claim.ID, lostID)
+			}
+		})
 	}
 }
 
@@ -271,6 +428,7 @@ func TestR3CapacityStorm(t *testing.T) {
 	if n := len(r.env.sim.Sandboxes()); n != pods {
 		t.Fatalf("%d VMs for %d Pods", n, pods)
 	}
+	r.noBlindClaims(t)
 	for _, it := range its {
 		if res, err := r.eng.Delete(context.Background(), it.Ref, verdict(true, "owner-gone")); err != nil || !res.Held {
 			t.Fatalf("%s: Delete = %+v, %v", it.Ref.Key, res, err)

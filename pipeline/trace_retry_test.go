@@ -17,8 +17,8 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
-// Retry traces (DESIGN §11: errors are recorded on the span; §7: what is
-// retried). The engine and the real sandboxd client trace through the OTel
+// Retry traces: errors are recorded on the span (docs/observability.md),
+// and what is retried follows the sandboxd protocol (docs/architecture.md). The engine and the real sandboxd client trace through the OTel
 // globals, so each test installs an SDK provider with a synchronous
 // in-memory exporter before it builds the emulator's clients (otelhttp
 // picks its tracer when the transport is made) and the engine.
@@ -237,7 +237,7 @@ func TestTraceShowsEveryAttemptAndTheErrorWhenClaimRetriesRunOut(t *testing.T) {
 	}
 }
 
-// A 429 is a capacity miss: never retried inside the transaction (DESIGN §7).
+// A 429 is a capacity miss: never retried inside the transaction (the sandboxd protocol (docs/architecture.md)).
 // The first trace has exactly one sandboxd.claim span (429), no claim.retry
 // event, outcome capacity_miss without error status, and a Pending push with
 // the capacity reason. The slow requeue then claims in a second trace,

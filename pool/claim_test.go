@@ -156,7 +156,7 @@ func TestDuplicateClaimRefIsNotAConflict(t *testing.T) {
 	}
 }
 
-// DESIGN §7: a lost claim response is recovered by claim_ref, then its
+// the sandboxd protocol (docs/architecture.md): a lost claim response is recovered by claim_ref, then its
 // credential by a root GET, never by claiming again.
 func TestLostClaimResponseIsRecoverableByClaimRef(t *testing.T) {
 	h := newHarness(t, sim.Config{})

@@ -44,7 +44,7 @@ func (c cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // FuzzDecodeResponse feeds arbitrary sandboxd answers (status 200..599, a
 // Retry-After header, a body) to Claim, List, Get and Release and pins the
-// decoding contract of DESIGN §7:
+// decoding contract of the sandboxd protocol (docs/architecture.md):
 //   - nothing panics;
 //   - a successful claim has an id and a token and is exactly what
 //     encoding/json reads from a JSON object; a 200 with only a redirect is

@@ -14,7 +14,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
-// DESIGN §11: the sandboxd call carries W3C traceparent, and the trace id
+// the telemetry contract (docs/observability.md): the sandboxd call carries W3C traceparent, and the trace id
 // appears in the emulator's request log line.
 func TestClaimSendsTraceparentAndTheSimLogsTheTraceID(t *testing.T) {
 	var logs syncBuffer

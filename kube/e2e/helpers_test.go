@@ -125,21 +125,31 @@ func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, token string,
 
 func (n *vkNode) start() {
 	n.t.Helper()
+	if err := n.launch(); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// launch is start without failing the test, for callers that run outside
+// the test's goroutine (where t.Fatal must not be called).
+func (n *vkNode) launch() error {
 	n.starts++
 	n.logPath = filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", n.starts))
 	logf, err := os.Create(n.logPath)
 	if err != nil {
-		n.t.Fatal(err)
+		return fmt.Errorf("vk-sandbox log: %w", err)
 	}
 	cmd := exec.Command(vkBin, n.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), n.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		n.t.Fatal(err)
+		logf.Close()
+		return fmt.Errorf("start vk-sandbox (start %d): %w", n.starts, err)
 	}
 	n.cmd, n.exited = cmd, make(chan error, 1)
 	go func() { n.exited <- cmd.Wait(); logf.Close() }()
+	return nil
 }
 
 // terminate sends SIGTERM and returns the exit error (nil: exit 0).

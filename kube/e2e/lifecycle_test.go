@@ -25,8 +25,9 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
-// Lifecycle tests: the background loops of DESIGN §4 (quarantine) and §6
-// (lease watch, orphan scan, NodeInventory) in the real binary.
+// Lifecycle tests: quarantine (docs/pod-contract.md) and the background
+// loops (lease watch, orphan scan, NodeInventory; docs/architecture.md) in
+// the real binary.
 
 // simClient is a root-token client straight to the node's emulator, as an
 // operator or another tool would use it.

@@ -13,7 +13,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
-// The real binary's /metrics moves with the work it does (DESIGN §11):
+// The real binary's /metrics moves with the work it does (the telemetry contract (docs/observability.md)):
 // three Pods claimed, one bare Pod deleted (release), one Pod whose owner
 // is alive deleted (preserve). Each asserted series is read before and
 // after, so a series stuck at a constant, or absent, fails the test.

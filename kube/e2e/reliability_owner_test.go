@@ -14,9 +14,9 @@ import (
 )
 
 // R2: owner and apiserver faults. A Pod deletion is not VM authority
-// (DESIGN §5): whatever happens to the Pods, the apiserver or the owner
+// (the delete authorization table (docs/pod-contract.md)): whatever happens to the Pods, the apiserver or the owner
 // lookups, no VM is released unless its owner is known to be gone, and a
-// same-name replacement Pod adopts the held VM (DESIGN §4).
+// same-name replacement Pod adopts the held VM (the claim transaction (docs/pod-contract.md)).
 //
 // None of these tests calls t.Parallel: TestR2APIServerDown stops the
 // package's shared apiserver, which is only safe because a non-parallel

@@ -81,3 +81,66 @@ func TestStartupRefusesAnUnwritableStatePath(t *testing.T) {
 		t.Fatalf("the startup error does not name the path:\n%s", n.log())
 	}
 }
+
+// TestRestoreDecidesPodsDeletedWhileDown: a Running Pod is deleted while
+// its node is down, so the next process never sees it in the apiserver.
+// The stub restored from its state file row makes virtual-kubelet delete
+// it anyway, and the delete is authorized by the owner the row recorded:
+// the VM is preserved while that owner lives, and released once it was
+// deleted too. Either way nothing is claimed again.
+func TestRestoreDecidesPodsDeletedWhileDown(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ownerGone bool
+	}{
+		{"owner-alive-preserves", false},
+		{"owner-gone-releases", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := startNode(t, sim.Config{})
+			ns := newNamespace(t)
+			owner := createOwner(t, ns, "owner")
+			createPod(t, sandboxPod(ns, "gone", n.Name, ownedBy(owner)))
+			id := waitRunning(t, ns, "gone").Annotations[kube.AnnClaimID]
+			key := ns + "/gone"
+			if err := n.terminate(); err != nil {
+				t.Fatalf("graceful shutdown: %v", err)
+			}
+			// A grace-0 delete needs no kubelet: the Pod is gone at once.
+			deletePod(t, ns, "gone")
+			if tc.ownerGone {
+				deleteOwner(t, ns, "owner")
+			}
+			if r := n.counter("release"); r != 0 {
+				t.Fatalf("%d releases before the node came back", r)
+			}
+			n.start()
+			n.waitReady()
+			if tc.ownerGone {
+				waitReleases(t, n, 1)
+				if n.holds(id) {
+					t.Fatalf("VM %s still live after its owner-gone delete", id)
+				}
+				poll(t, "the released row forgotten", func(context.Context) (bool, error) {
+					rows, err := r1ReadState(n.state)
+					_, held := rows[key]
+					return err == nil && !held, err
+				})
+			} else {
+				waitPreserved(t, n, key)
+				if r := n.counter("release"); r != 0 {
+					t.Fatalf("%d release calls for a Pod whose owner lives", r)
+				}
+				if !n.holds(id) {
+					t.Fatalf("the preserved VM %s is gone", id)
+				}
+				if rows, err := r1ReadState(n.state); err != nil || rows[key].ID != id {
+					t.Fatalf("state file row for %s = %+v (%v), want claim %s kept for a replacement", key, rows[key], err, id)
+				}
+			}
+			if c := n.counter("claim_ok"); c != 1 {
+				t.Errorf("claims = %d, want 1 (no re-claim)", c)
+			}
+		})
+	}
+}

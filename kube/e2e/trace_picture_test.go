@@ -37,7 +37,7 @@ import (
 const claimTraceSVG = "../../docs/img/claim-trace.svg"
 
 // pictureSpans are the spans one claim's trace must have to be worth a
-// picture (DESIGN §11).
+// picture (the telemetry contract (docs/observability.md)).
 var pictureSpans = []string{
 	"createOrUpdatePod", "claim.transaction", "queue.wait", "singleflight",
 	"sandboxd.claim", "store.commit", "status.push",
