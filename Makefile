@@ -25,7 +25,7 @@ TEST_FLAGS   ?=
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
-.PHONY: build build-linux tools test test-reliability fuzz lint bench bench-burst plots clean demo
+.PHONY: build build-linux tools test test-reliability fuzz lint bench bench-burst plots clean demo mutants
 
 build:
 	$(GO) build ./...
@@ -40,7 +40,7 @@ build-linux:
 			-ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux-$(GOARCH)/$$c ./cmd/$$c; \
 	done
 
-# etcd, kube-apiserver and kube-scheduler for the tests (DESIGN §12), cached
+# etcd, kube-apiserver and kube-scheduler for the tests, cached
 # outside the clone and linked into bin/.
 tools:
 	bash scripts/build-tools.sh
@@ -108,3 +108,12 @@ clean:
 # kubectl when run from a terminal (-hold), and exits when it is not.
 demo: tools
 	$(GO) run ./cmd/vk-sandbox-demo $(DEMO_FLAGS)
+
+# The mutation check of docs/reliability.md ("Mutation check"): each
+# mutation of scripts/mutants.txt, one at a time, applied to a temporary
+# copy of the working tree, with the tests that must catch it. It fails if
+# one survives or no longer applies. MUTANTS_FLAGS, e.g. -only 'fsync|crc'
+# or -rev HEAD; see scripts/mutants/main.go. Not run by CI.
+MUTANTS_FLAGS ?=
+mutants:
+	$(GO) run ./scripts/mutants $(MUTANTS_FLAGS)
