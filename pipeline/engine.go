@@ -217,11 +217,7 @@ func (e *Engine) Create(ctx context.Context, it Intent) error {
 	if e.stopping.Load() {
 		return ErrStopping
 	}
-	replaced, ok := e.gens.born(it.Ref.Key, it.Ref.UID)
-	if !ok {
-		return nil // a deleted generation is never claimed for
-	}
-	if replaced != "" {
+	if replaced := e.gens.born(it.Ref.Key, it.Ref.UID); replaced != "" {
 		e.cancelIntent(replaced) // the key moved on to a new Pod generation
 	}
 	sh := e.shardFor(it.Ref.UID)

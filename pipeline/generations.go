@@ -16,12 +16,14 @@ import (
 //     transaction that still runs for it finds, under the key lock, that its
 //     UID is no longer current, and stops;
 //   - a delete leaves a tombstone for its UID. A transaction that took its
-//     intent just before the delete, and a late create for the deleted UID
-//     (an update routed to CreatePod after the Pod left the cache), find
-//     it and do nothing. Tombstones live in a bounded cache with a TTL: a
-//     deleted UID never comes back, so after a while its tombstone only
-//     costs memory, and if one is evicted early the current-UID check
-//     still stops the old generation.
+//     intent just before the delete finds it, under the key lock, and does
+//     nothing. A create for the UID lifts the tombstone: virtual-kubelet
+//     creates only Pods its informer shows alive and not terminating, and
+//     it can call DeletePod for a Pod that still lives (its sync deletes
+//     whatever the provider holds for a key its informer does not show
+//     yet), so a create is the newer word. Tombstones live in a bounded
+//     cache with a TTL; if one is evicted early the current-UID check still
+//     stops the old generation.
 type generations struct {
 	mu      sync.Mutex
 	current map[string]string // key → newest UID seen by Create, until it is deleted
@@ -45,11 +47,12 @@ func newGenerations() (*generations, error) {
 	return &generations{current: map[string]string{}, dead: dead, ttl: tombstoneTTL}, nil
 }
 
-// born records uid as key's current generation. It returns the UID it
-// replaced ("" for none), and false when uid was deleted already.
-func (g *generations) born(key, uid string) (replaced string, ok bool) {
+// born records uid as key's current generation, lifting a tombstone it
+// may have, and returns the UID it replaced ("" for none).
+func (g *generations) born(key, uid string) (replaced string) {
 	if g.deleted(uid) {
-		return "", false
+		g.dead.Del(uid)
+		g.dead.Wait()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -57,7 +60,7 @@ func (g *generations) born(key, uid string) (replaced string, ok bool) {
 		replaced = old
 	}
 	g.current[key] = uid
-	return replaced, true
+	return replaced
 }
 
 // died tombstones uid and, if it is key's current generation, ends it.

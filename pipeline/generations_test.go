@@ -56,24 +56,59 @@ func TestReplacedGenerationsIntentIsCancelled(t *testing.T) {
 	}
 }
 
-// A delete tombstones its UID: a create for it that arrives afterwards (an
-// update routed to CreatePod once the Pod left the cache) claims nothing.
-func TestCreateAfterDeleteOfTheSameUIDClaimsNothing(t *testing.T) {
+// A delete tombstones its UID: a transaction that took the UID's intent
+// before the delete, and waits for the key's lock meanwhile, finds the
+// tombstone under the lock and claims nothing for the deleted Pod.
+func TestDeleteTombstoneStopsATransactionThatTookItsIntent(t *testing.T) {
+	env := newSim(t, sim.Config{})
+	rep := newReporter()
+	hung := &hungRelease{Sandboxd: env.root, entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	e := startEngine(t, testConfig(hung, openStore(t, tempStorePath(t), false), rep))
+	create(t, e, intent("ns/k", "uid-a", ""))
+	hung.id = rep.running(t, "uid-a").claim.ID
+	delA := make(chan error, 1)
+	go func() {
+		_, err := e.Delete(context.Background(), pipeline.PodRef{Key: "ns/k", UID: "uid-a"}, verdict(true, "bare-pod"))
+		delA <- err
+	}()
+	<-hung.entered // the delete of uid-a holds ns/k, inside sandboxd
+	create(t, e, intent("ns/k", "uid-b", ""))
+	// uid-b's transaction now waits for ns/k; its Pod is deleted meanwhile.
+	// That delete tombstones uid-b and drops its intent before it waits for
+	// the key lock too.
+	delB := make(chan error, 1)
+	go func() {
+		_, err := e.Delete(context.Background(), pipeline.PodRef{Key: "ns/k", UID: "uid-b"}, verdict(true, "bare-pod"))
+		delB <- err
+	}()
+	eventually(t, "uid-b's intent dropped by its delete", func() bool { return queued(e) == 0 })
+	close(hung.gate)
+	if err := <-delA; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-delB; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no intent left queued", func() bool { return queued(e) == 0 })
+	if n := len(env.sandboxesFor("ns/k")); n != 0 {
+		t.Fatalf("%d VMs for ns/k: a claim was made for a Pod deleted while it waited", n)
+	}
+	if n := countOf(rep.snapshot(), "running", "uid-b", ""); n != 0 {
+		t.Fatalf("the deleted uid-b went Running")
+	}
+}
+
+// virtual-kubelet creates only Pods its informer shows alive, and it can
+// call DeletePod for a Pod that still lives: a create after a delete of the
+// same UID lifts the tombstone, and the Pod is claimed for.
+func TestCreateAfterDeleteOfTheSameUIDRevivesIt(t *testing.T) {
 	r := newRig(t, sim.Config{}, nil)
-	ref := pipeline.PodRef{Key: "ns/gone", UID: "uid-gone"}
+	ref := pipeline.PodRef{Key: "ns/back", UID: "uid-back"}
 	if _, err := r.eng.Delete(context.Background(), ref, verdict(true, "bare-pod")); err != nil {
 		t.Fatal(err)
 	}
-	create(t, r.eng, intent("ns/gone", "uid-gone", ""))
-	create(t, r.eng, intent("ns/live", "uid-live", "")) // a later Pod still runs
-	r.rep.running(t, "uid-live")
-	eventually(t, "no intent left queued", func() bool { return queued(r.eng) == 0 })
-	if n := len(r.env.sandboxesFor("ns/gone")); n != 0 {
-		t.Fatalf("%d VMs claimed for a Pod already deleted", n)
-	}
-	if _, ok := r.store.Get("ns/gone"); ok {
-		t.Fatal("a claim was made durable for a deleted Pod")
-	}
+	create(t, r.eng, intent("ns/back", "uid-back", ""))
+	r.rep.running(t, "uid-back")
 }
 
 // CreatePod runs on virtual-kubelet's shared workers: Create never waits
