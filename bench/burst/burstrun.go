@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// run does one burst of n Pods in mode in a fresh namespace.
+func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRec) {
+	b.seq++
+	r := runResult{N: n, Mode: mode, LoadAvg: loadAvg()}
+	failed := func(err error) (runResult, []podRec) { r.LastError = err.Error(); r.Errors++; return r, nil }
+	ns, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: fmt.Sprintf("burst-%d-", n)}}, metav1.CreateOptions{})
+	if err != nil {
+		return failed(err)
+	}
+	r.Namespace = ns.Name
+	defer b.cleanup(r.Namespace)
+
+	var node *vkNode
+	if mode != modeBare {
+		r.Node = fmt.Sprintf("burst-vk-%d-%d", os.Getpid(), b.seq)
+		dir := filepath.Join(b.dir, r.Node)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return failed(err)
+		}
+		node, err = startVK(ctx, b.cs, nodeOpts{
+			bin: b.vkBin, kubeconfig: b.env.Kubeconfig, dir: dir, name: r.Node, n: n,
+			claimLatency: b.o.claimLatency, defaultLimiters: mode == modeDefault, metrics: b.o.metrics,
+			extraArgs: b.o.vkArgs,
+		})
+		if err != nil {
+			return failed(err)
+		}
+		defer node.stop()
+	}
+
+	t := newTracker(n)
+	stopWatch, err := watchNamespace(ctx, b.cs, r.Namespace, t)
+	if err != nil {
+		return failed(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	defer cancel()
+	var claims func() int64
+	if node != nil {
+		claims = func() int64 { return node.sim.Counters()["claim_ok"] }
+	}
+	var stopPerf func()
+	if b.o.perf != "" {
+		stopPerf = startPerf(b.o.perf, fmt.Sprintf("%d-%s", n, mode), node)
+	}
+	req0 := apiRequests(ctx, b.cs)
+	cpu0 := cpuSnapshot()
+	t0 := time.Now()
+	timeline := sampleProgress(rctx, t0, t, claims)
+	var maxQueue func() float64
+	if node != nil && node.metrics != "" {
+		maxQueue = sampleQueueDepth(rctx, node)
+	}
+	created := make(chan struct{})
+	go func() {
+		defer close(created)
+		if mode == modeBare {
+			runBare(rctx, b.cs, r.Namespace, n, b.o.workers, t)
+		} else {
+			createAll(rctx, b.cs, t, b.o.workers, podNames(r.Namespace, r.Node, n), nil)
+		}
+	}()
+	select {
+	case <-t.done:
+		r.Complete = true
+	case <-rctx.Done():
+		r.TimedOut = ctx.Err() == nil
+	}
+	r.CPU = cpuDelta(cpu0, cpuSnapshot())
+	r.APIRequests = requestDelta(req0, apiRequests(ctx, b.cs))
+	if stopPerf != nil {
+		stopPerf()
+	}
+	<-created
+	cancel()
+	stopWatch()
+	r.Timeline = timeline()
+	if maxQueue != nil {
+		r.MaxQueue = maxQueue()
+	}
+	r.Running = t.runningCount()
+	t.mu.Lock()
+	r.ClaimAnn = t.claimAnn
+	t.mu.Unlock()
+	r.Errors = t.errs.Load()
+	if p := t.lastErr.Load(); p != nil {
+		r.LastError = *p
+	}
+
+	pods := t.snapshot()
+	if l, err := b.cs.CoreV1().Events(r.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		r.Events = len(l.Items)
+	}
+	if node != nil && b.o.settle > 0 {
+		time.Sleep(b.o.settle)
+		if l, err := b.cs.CoreV1().Events(r.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+			r.EventsSettled = len(l.Items)
+			reasons := map[string]int{}
+			for _, e := range l.Items {
+				reasons[e.Reason]++
+			}
+			logf("events: %d when the last Pod was Running, %d after %s, by reason %v", r.Events, r.EventsSettled, b.o.settle, reasons)
+		}
+	}
+	if node != nil {
+		if body, err := node.scrape(); err == nil && body != "" {
+			r.Metrics = strings.TrimSuffix(b.o.out, ".json") + fmt.Sprintf("-%d-%s.metrics.txt", n, mode)
+			_ = os.WriteFile(r.Metrics, []byte(body), 0o644)
+		}
+		ct := node.claimTimes()
+		for i := range pods {
+			pods[i].Claimed = ct[r.Namespace+"/"+pods[i].Name]
+		}
+		if err := node.stop(); err != nil {
+			r.VKExit = err.Error()
+			logf("vk-sandbox exit: %v; log tail:\n%s", err, tail(node.log, 20))
+		} else {
+			r.VKExit = "0"
+		}
+		r.Claims = node.sim.Counters()["claim_ok"]
+		r.ClaimsOK = r.Claims == int64(n)
+		if !r.ClaimsOK {
+			logf("ASSERTION FAILED: emulator counted %d claims, want %d", r.Claims, n)
+		}
+	}
+	fillStats(&r, pods)
+	return r, pods
+}
+
+// cleanup deletes the run's Pods and Events at once (grace 0), so later
+// runs do not pay for them. The namespace stays: no namespace controller
+// runs here, so a deleted namespace would stay Terminating.
+func (b *bench) cleanup(ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	zero := int64(0)
+	if err := b.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		logf("cleanup pods in %s: %v", ns, err)
+	}
+	if err := b.cs.CoreV1().Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		logf("cleanup events in %s: %v", ns, err)
+	}
+}
+
+func sampleQueueDepth(ctx context.Context, v *vkNode) func() float64 {
+	done := make(chan float64, 1)
+	go func() {
+		peak := 0.0
+		defer func() { done <- peak }()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			body, err := v.scrape()
+			if err != nil {
+				continue
+			}
+			sum := 0.0
+			for line := range strings.SplitSeq(body, "\n") {
+				if strings.HasPrefix(line, "vksandbox_queue_depth") {
+					f := strings.Fields(line)
+					x, _ := strconv.ParseFloat(f[len(f)-1], 64)
+					sum += x
+				}
+			}
+			peak = max(peak, sum)
+		}
+	}()
+	return func() float64 { return <-done }
+}

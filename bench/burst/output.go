@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func csvPath(out string) string { return strings.TrimSuffix(out, filepath.Ext(out)) + ".csv" }
+
+var csvHeader = []string{"n", "mode", "pod", "create_start_s", "create_ack_s", "seen_s", "claimed_s", "status_ack_s", "running_s", "client_latency_s", "creation_ts_latency_s"}
+
+// podRows: times relative to the run's first create call; empty = not seen.
+func podRows(r runResult, pods []podRec) [][]string {
+	var t0 time.Time
+	for _, p := range pods {
+		if !p.CreateStart.IsZero() && (t0.IsZero() || p.CreateStart.Before(t0)) {
+			t0 = p.CreateStart
+		}
+	}
+	rel := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return strconv.FormatFloat(t.Sub(t0).Seconds(), 'f', 6, 64)
+	}
+	d := func(a, b time.Time) string {
+		if a.IsZero() || b.IsZero() {
+			return ""
+		}
+		return strconv.FormatFloat(b.Sub(a).Seconds(), 'f', 6, 64)
+	}
+	slices.SortFunc(pods, func(a, b podRec) int { return strings.Compare(a.Name, b.Name) })
+	out := make([][]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, []string{strconv.Itoa(r.N), r.Mode, p.Name, rel(p.CreateStart), rel(p.CreateAck),
+			rel(p.Seen), rel(p.Claimed), rel(p.StatusAck), rel(p.Running), d(p.CreateStart, p.Running), d(p.Created.Time, p.Running)})
+	}
+	return out
+}
+
+func writeOutputs(out string, rep report, rows [][]string) error {
+	j, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(csvPath(out))
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write(csvHeader)
+	_ = w.WriteAll(rows)
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func printTable(w *os.File, runs []runResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\tmode\tdone\twall_s\twatch_s\tcreates_s\tclaims_s\tp50_s\tp90_s\tp99_s\tcts_p50_s\tcts_p99_s\tclaims\tvk_exit\t")
+	for _, r := range runs {
+		done := fmt.Sprintf("%d/%d", r.Running, r.N)
+		if r.TimedOut {
+			done += " TIMEOUT"
+		}
+		claims := "-"
+		if r.Mode != modeBare {
+			claims = strconv.FormatInt(r.Claims, 10)
+			if !r.ClaimsOK {
+				claims += " (!)"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t\n",
+			r.N, r.Mode, done, r.WallS, r.WatchS, r.CreatesS, opt(r.ClaimsS), r.LatClient.P50, r.LatClient.P90, r.LatClient.P99,
+			r.LatCreationTS.P50, r.LatCreationTS.P99, claims, cmpOr(r.VKExit, "-"))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nwall_s: first create -> last Pod Running (bare: last UpdateStatus acknowledged; provider modes: last Running seen by watch)")
+	fmt.Fprintln(w, "watch_s: first create -> last Running seen by watch, every mode; creates_s: -> last create acknowledged; claims_s: -> last claim at the emulator")
+	fmt.Fprintln(w, "p50/p90/p99: per Pod, create call issued -> Running seen by watch; cts_*: creationTimestamp (1 s resolution, biased up by <1 s) -> Running seen")
+
+	fmt.Fprintln(w, "\nstages, p50 / p99 seconds (claims: provider modes only; ack->claimed can be < 0: vk-sandbox's watch may beat the create response):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\tmode\tcreate call\tack->watch seen\tack->claimed\tclaimed->Running\tmax queue\tevents\t")
+	for _, r := range runs {
+		q := "-"
+		if r.Metrics != "" {
+			q = strconv.FormatFloat(r.MaxQueue, 'f', 0, 64)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f\t%s\t%d\t\n", r.N, r.Mode,
+			r.LatCreateCall.P50, r.LatCreateCall.P99, r.LatAckToSeen.P50, r.LatAckToSeen.P99,
+			r.LatAckToClaim.P50, r.LatAckToClaim.P99, r.LatClaimToRunning.P50, r.LatClaimToRunning.P99, q, r.Events)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nCPU seconds during the burst (first create to last Running seen), by process; busy = machine / (watch_s x cores):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\tmode\tharness\tkube-apiserver\tetcd\tvk-sandbox\tother\tmachine\tbusy\t")
+	for _, r := range runs {
+		c := r.CPU
+		busy := "-"
+		if r.WallS > 0 {
+			busy = fmt.Sprintf("%.0f%%", 100*c["machine"]/(r.WatchS*float64(runtime.NumCPU())))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", r.N, r.Mode,
+			c["harness"], c["kube-apiserver"], c["etcd"], c["vk-sandbox"], c["other"], c["machine"], busy)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\napiserver requests during the burst (apiserver_request_total delta, top 8):")
+	for _, r := range runs {
+		fmt.Fprintf(w, "  %d %s: %s\n", r.N, r.Mode, topRequests(r.APIRequests, 8))
+	}
+
+	fmt.Fprintln(w, "\nratios of wall_s (in brackets: of watch_s, the same measurement in both modes):")
+	byKey := map[string]runResult{}
+	var sizes []int
+	for _, r := range runs {
+		byKey[fmt.Sprint(r.N, r.Mode)] = r
+		if !slices.Contains(sizes, r.N) {
+			sizes = append(sizes, r.N)
+		}
+	}
+	ratio := func(n int, a, b string) string {
+		x, okx := byKey[fmt.Sprint(n, a)]
+		y, oky := byKey[fmt.Sprint(n, b)]
+		if !okx || !oky || y.WallS == 0 {
+			return "-"
+		}
+		s := fmt.Sprintf("%.2f", x.WallS/y.WallS)
+		if y.WatchS > 0 {
+			s += fmt.Sprintf(" [%.2f]", x.WatchS/y.WatchS)
+		}
+		if !x.Complete || !y.Complete {
+			s += " (partial)"
+		}
+		return s
+	}
+	for _, n := range sizes {
+		fmt.Fprintf(w, "N=%d  provider/bare = %s   default-limiters/provider = %s\n", n,
+			ratio(n, modeProvider, modeBare), ratio(n, modeDefault, modeProvider))
+	}
+}
+
+func opt(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", x)
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
