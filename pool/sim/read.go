@@ -48,33 +48,32 @@ func parseListOptions(q url.Values) (pool.ListOptions, *httpError) {
 // handleGet is root's view of one row, with the sandbox's token: the way a
 // claim whose response was lost is recovered. It never has owner_addr.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	if row, ok := s.rootRow(w, r); ok {
+		writeJSON(w, http.StatusOK, row.sb)
+	}
+}
+
+// rootRow is the row named by the path for a root caller; otherwise it has
+// answered (403 for a tenant, 404 for an unknown id) and reports false.
+func (s *Server) rootRow(w http.ResponseWriter, r *http.Request) (row, bool) {
 	if herr := s.authorizeRoot(r); herr != nil {
 		writeFailure(w, herr)
-		return
+		return row{}, false
 	}
 	id := r.PathValue("id")
-	row, ok := s.ix.get(id)
+	found, ok := s.ix.get(id)
 	if !ok {
 		writeFailure(w, errNotFound(id))
-		return
 	}
-	writeJSON(w, http.StatusOK, row.sb)
+	return found, ok
 }
 
 // handleStats is root's reading of one sandbox (see row.stats): a tenant
 // is 403, and the read is passive, so it never wakes a hibernated sandbox.
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
-	if herr := s.authorizeRoot(r); herr != nil {
-		writeFailure(w, herr)
-		return
+	if row, ok := s.rootRow(w, r); ok {
+		writeJSON(w, http.StatusOK, row.stats(time.Now()))
 	}
-	id := r.PathValue("id")
-	row, ok := s.ix.get(id)
-	if !ok {
-		writeFailure(w, errNotFound(id))
-		return
-	}
-	writeJSON(w, http.StatusOK, row.stats(time.Now()))
 }
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
