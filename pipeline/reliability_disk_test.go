@@ -99,14 +99,10 @@ func (r *r4Rig) claimOK(t *testing.T, prefix string, n int) map[string]string {
 	return ids
 }
 
-// TestR4DiskFull: the state filesystem fills up. Claims made meanwhile end
-// Pending with SandboxStateWriteFailed, never Running, and are rolled back
-// at sandboxd (zero live VMs for them). Once space is freed, the same Pods
-// and new ones are claimed, and a reload holds every acknowledged claim and
-// none of the failed ones.
 // createRolledBack creates n Pods while the state disk fails, waits for n
 // rolled-back transactions, and checks that each Pod is Pending with a
-// message naming the pod key and the disk error (errText, errName).
+// message naming the pod key and the disk error (errText, errName), never
+// Running, and holds no VM at sandboxd.
 func (r *r4Rig) createRolledBack(t *testing.T, prefix string, n int, errText, errName string) []pipeline.Intent {
 	t.Helper()
 	var failed []pipeline.Intent
@@ -121,10 +117,21 @@ func (r *r4Rig) createRolledBack(t *testing.T, prefix string, n int, errText, er
 		if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, errText) {
 			t.Errorf("Pending message %q does not name the pod and %s", ev.msg, errName)
 		}
+		if find(r.rep.snapshot(), "running", it.Ref.UID, "") >= 0 {
+			t.Fatalf("%s went Running while the state disk failed (%s)", it.Ref.Key, errName)
+		}
+		if live := liveFor(r.env.sim, it.Ref.Key); len(live) != 0 {
+			t.Errorf("%s: %d VMs live after the failed commit: not rolled back", it.Ref.Key, len(live))
+		}
 	}
 	return failed
 }
 
+// TestR4DiskFull: the state filesystem fills up. Claims made meanwhile end
+// Pending with SandboxStateWriteFailed, never Running, and are rolled back
+// at sandboxd (zero live VMs for them). Once space is freed, the same Pods
+// and new ones are claimed, and a reload holds every acknowledged claim and
+// none of the failed ones.
 func TestR4DiskFull(t *testing.T) {
 	noLeaks(t)
 	dir := smallFS(t)
@@ -151,16 +158,8 @@ func TestR4DiskFull(t *testing.T) {
 	const failing = 3
 	failed := r.createRolledBack(t, "full", failing, "no space left", "ENOSPC")
 	for _, it := range failed {
-		if live := liveFor(r.env.sim, it.Ref.Key); len(live) != 0 {
-			t.Errorf("%s: %d VMs live after the failed commit: not rolled back", it.Ref.Key, len(live))
-		}
 		if _, ok := r.eng.Claim(it.Ref.Key); ok {
 			t.Errorf("%s: a failed claim is still in the table", it.Ref.Key)
-		}
-	}
-	for _, it := range failed {
-		if i := find(r.rep.snapshot(), "running", it.Ref.UID, ""); i >= 0 {
-			t.Fatalf("%s went Running while the state disk was full", it.Ref.Key)
 		}
 	}
 	if got := r.env.count("release_ok"); got != failing {
@@ -362,15 +361,7 @@ func TestR4IOErrorOnFsync(t *testing.T) {
 		t.Skipf("R4: EXT4_IOC_SHUTDOWN: %v", errno)
 	}
 
-	failed := r.createRolledBack(t, "eio", ioErrorPods, "input/output error", "EIO")
-	for _, it := range failed {
-		if find(r.rep.snapshot(), "running", it.Ref.UID, "") >= 0 {
-			t.Fatalf("%s went Running on a failing disk", it.Ref.Key)
-		}
-		if live := liveFor(r.env.sim, it.Ref.Key); len(live) != 0 {
-			t.Errorf("%s: %d VMs live after the failed commit: not rolled back", it.Ref.Key, len(live))
-		}
-	}
+	r.createRolledBack(t, "eio", ioErrorPods, "input/output error", "EIO")
 	// Never "retried as if harmless": a later commit on the dead disk is
 	// refused too, however often it is tried.
 	for i := range 3 {

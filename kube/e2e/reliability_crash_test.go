@@ -53,6 +53,7 @@ type r1Crash struct {
 	t     *testing.T
 	n     *vkNode
 	rec   *r1Recorder
+	disk  *r1Disk // nil: SIGKILLs without power cuts
 	book  *r1Book
 	size  r1Size
 	seed  uint64
@@ -71,8 +72,9 @@ type r1Crash struct {
 
 // TestR1CrashKill is the crash test of issue 7: the real binary against the
 // real apiserver and the emulator, owner+Pod pairs created and deleted,
-// vk-sandbox SIGKILLed at random points and restarted each time. At every
-// kill, with the binary dead: every sandbox the emulator holds is in the
+// vk-sandbox SIGKILLed at random points and restarted each time. Each kill
+// is also a power cut of the state disk (r1Disk), where FUSE is available:
+// unsynced writes are lost or torn. At every kill, with the binary dead: every sandbox the emulator holds is in the
 // state file (or its claim was in flight and must be resolved), and every
 // Pod reported Running whose owner lives has its claim in the state file.
 // Throughout: no sandbox is released while its owner is alive. At the end,
@@ -125,14 +127,21 @@ func runR1(t *testing.T, simCfg sim.Config, oneClaimPerPod bool, extraArgs ...st
 
 	ns := newNamespace(t)
 	book := &r1Book{ns: ns, pairs: map[string]*r1Pair{}}
+	disk := newR1Disk(t, seed)
+	if disk != nil {
+		extraArgs = append(extraArgs, "--state-path", disk.statePath()) // the last --state-path wins
+	}
 	n, rec := startR1Node(t, simCfg, book.onRelease, extraArgs...)
+	if disk != nil {
+		n.state = disk.statePath()
+	}
 	n.waitReady()
 	cs, dyn := clients(t)
 	pods, err := newR1Pods(ctx, cs, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &r1Crash{t: t, n: n, rec: rec, book: book, size: size, seed: seed, began: start, progress: newR1Signal(), suspects: map[string]string{}}
+	c := &r1Crash{t: t, n: n, rec: rec, disk: disk, book: book, size: size, seed: seed, began: start, progress: newR1Signal(), suspects: map[string]string{}}
 	d := &r1Driver{book: book, cs: cs, dyn: dyn, pods: pods, node: n.Name, seed: seed, timeout: size.podWait}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -261,6 +270,13 @@ func (c *r1Crash) killer(ctx context.Context) error {
 		if err := c.n.r1Kill(c.rec); err != nil {
 			return err
 		}
+		if c.disk != nil {
+			cut, err := c.disk.powerCut(k)
+			if err != nil {
+				return err
+			}
+			c.t.Logf("R1 kill %d: %s", k, cut)
+		}
 		c.mu.Lock()
 		c.kills++
 		c.mu.Unlock()
@@ -378,6 +394,9 @@ func (c *r1Crash) summary(took time.Duration, leaks int) {
 	ls := strconv.Itoa(leaks)
 	if leaks < 0 {
 		ls = "unknown (run aborted)"
+	}
+	if d := c.disk; d != nil {
+		c.t.Logf("R1: power cuts=%d unsynced_sectors=%d kept_sectors=%d", d.cuts, d.unsynced, d.kept)
 	}
 	c.t.Logf("R1: kills=%d pods=%d claims=%d releases=%d undelivered_released=%d preserved=%d leaks=%s wrongful=%d lost_rows=%d unaccounted_at_kills=%d duplicates_at_kills=%d seed=%d took=%v",
 		c.kills, c.size.pairs, c.n.counter("claim_ok"), releases, undelivered, preserved, ls, wrongful, len(c.lostRows),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -42,6 +43,33 @@ func Mount(t testing.TB, backing string) *FS {
 		}
 	})
 	return f
+}
+
+// MountAt is Mount for a caller that manages the mount itself, such as a
+// test that restarts a process on the same state path after each power
+// cut: it serves the image in backing at mnt (an existing empty
+// directory), seeds the random choices with seed, and returns an error
+// where Mount would skip or fail the test. The caller unmounts.
+func MountAt(backing, mnt string, seed uint64) (*FS, error) { return mount(backing, mnt, seed) }
+
+// Available reports why a power-cut filesystem cannot be mounted here (no
+// /dev/fuse, or no right to mount), or nil if it can: it mounts and
+// unmounts an empty one under scratch.
+func Available(scratch string) error {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("powercut: needs /dev/fuse: %w", err)
+	}
+	backing, mnt := filepath.Join(scratch, "probe-backing"), filepath.Join(scratch, "probe-mnt")
+	for _, d := range []string{backing, mnt} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	f, err := mount(backing, mnt, 1)
+	if err != nil {
+		return fmt.Errorf("powercut: cannot mount a FUSE filesystem here: %w", err)
+	}
+	return f.Unmount()
 }
 
 // mount serves the image in backing at mnt.
