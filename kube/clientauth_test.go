@@ -23,6 +23,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 )
 
 // testCA is a CA that issues client certificates.
@@ -213,7 +214,7 @@ func TestNewNodeWiresTheClientCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca := newTestCA(t, "cluster-ca").pem
-	o := NodeOptions{Name: "vk-node", ListenAddr: "127.0.0.1:0", TLS: serving, Client: cs, ClientCA: ca}
+	o := NodeOptions{Name: "vk-node", ListenAddr: "127.0.0.1:0", TLS: serving, Client: cs, EventRecorder: &record.FakeRecorder{}, ClientCA: ca}
 	n, err := NewNode(o, NewProvider(nil, nil, nil))
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -39,8 +42,8 @@ type NodeOptions struct {
 	TLS        *tls.Config       // kubelet serving TLS (KubeletTLS)
 	Version    string
 
-	Client        kubernetes.Interface
-	EventRecorder record.EventRecorder
+	Client        kubernetes.Interface // required
+	EventRecorder record.EventRecorder // required
 	// Workers is virtual-kubelet's worker count for its sync and status
 	// queues. CreatePod returns without waiting for sandboxd, so these
 	// workers only do API calls; default 64.
@@ -67,31 +70,38 @@ type NodeOptions struct {
 // server sets no idle timeout and no connection limit: see
 // telemetry.ServerLimits for what a client can hold.
 type Node struct {
-	*nodeutil.Node
+	ctl    *controllers
 	api    *http.Server
 	addr   string
 	tls    *tls.Config
 	limits telemetry.ServerLimits
 }
 
-// Run serves the kubelet API and runs the node until ctx ends.
+// Run serves the kubelet API and runs the node until ctx ends. It returns
+// nil once ctx ends, else the error that stopped a controller.
 func (n *Node) Run(ctx context.Context) error {
-	if n.tls == nil {
-		return n.Node.Run(ctx)
+	if n.tls != nil {
+		ln, err := telemetry.Listen(n.addr, n.tls, n.limits)
+		if err != nil {
+			return fmt.Errorf("kubelet API listener on %s: %w", n.addr, err)
+		}
+		go func() { _ = n.api.Serve(ln) }()
+		defer n.api.Close()
 	}
-	ln, err := telemetry.Listen(n.addr, n.tls, n.limits)
-	if err != nil {
-		return fmt.Errorf("kubelet API listener on %s: %w", n.addr, err)
+	err := n.ctl.run(ctx)
+	if ctx.Err() != nil {
+		return nil
 	}
-	go func() { _ = n.api.Serve(ln) }()
-	defer n.api.Close()
-	return n.Node.Run(ctx)
+	return err
 }
+
+// Ready is closed once the node is registered and marked Ready.
+func (n *Node) Ready() <-chan struct{} { return n.ctl.ready }
 
 // NewNode builds the virtual-kubelet node around the provider.
 func NewNode(o NodeOptions, p *Provider) (*Node, error) {
-	if o.Name == "" || o.Client == nil {
-		return nil, fmt.Errorf("node: a name and a client are required")
+	if o.Name == "" || o.Client == nil || o.EventRecorder == nil {
+		return nil, fmt.Errorf("node: a name, a client and an event recorder are required")
 	}
 	if o.ListenAddr == "" {
 		o.ListenAddr = ":10260"
@@ -112,11 +122,23 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 	if workers <= 0 {
 		workers = 64
 	}
-	mux := http.NewServeMux()
-	var handler http.Handler = mux
 	if len(o.ClientCA) > 0 && o.NoAuth {
 		return nil, fmt.Errorf("node: a client CA authenticates kubelet API clients, which --unsafe-kubelet-no-auth turns off: give one or the other")
 	}
+	spec := newNodeSpec(o.Name)
+	identity(spec, o, int32(port), capacity)
+	var overrides []func(*node.PodControllerConfig) error
+	if !o.DefaultRateLimiters {
+		overrides = append(overrides, replaceRateLimiters)
+	}
+	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides})
+	if err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	attachKubeletAPI(mux, p, ctl.informers.Core().V1().Pods().Lister())
+	var handler http.Handler = mux
 	if !o.NoAuth {
 		var opts []nodeutil.WebhookAuthOption
 		if len(o.ClientCA) > 0 {
@@ -132,37 +154,37 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 		}
 		handler = nodeutil.WithAuth(auth, mux)
 	}
-	opts := []nodeutil.NodeOpt{
-		nodeutil.WithClient(o.Client),
-		nodeutil.AttachProviderRoutes(mux),
-		func(cfg *nodeutil.NodeConfig) error {
-			cfg.HTTPListenAddr = o.ListenAddr
-			// No Handler: virtual-kubelet then starts no server of its own
-			// (Node.Run serves mux).
-			cfg.Handler = nil
-			cfg.TLSConfig = o.TLS
-			cfg.NumWorkers = workers
-			cfg.EventRecorder = o.EventRecorder
-			cfg.InformerResyncPeriod = 10 * time.Minute
-			// sandboxd VMs take no container env, so virtual-kubelet need not
-			// resolve it. Resolved env would put Secret values into the Pods
-			// this provider serves at /runningpods/.
-			cfg.SkipDownwardAPIResolution = true
-			identity(&cfg.NodeSpec, o, int32(port), capacity)
-			return nil
-		},
-	}
-	if !o.DefaultRateLimiters {
-		opts = append(opts, nodeutil.WithPodControllerConfigOverrides(replaceRateLimiters))
-	}
-	vk, err := nodeutil.NewNode(o.Name, func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
-		return p, nil, nil
-	}, opts...)
-	if err != nil {
-		return nil, err
-	}
 	limits := telemetry.DefaultServerLimits
-	return &Node{Node: vk, api: telemetry.NewServer(handler, limits), addr: o.ListenAddr, tls: o.TLS, limits: limits}, nil
+	return &Node{ctl: ctl, api: telemetry.NewServer(handler, limits), addr: o.ListenAddr, tls: o.TLS, limits: limits}, nil
+}
+
+// newNodeSpec is the Node as virtual-kubelet's nodeutil starts it: Pending,
+// with the kubelet's conditions unset until the node is Ready.
+func newNodeSpec(name string) *corev1.Node {
+	n := &corev1.Node{}
+	n.Name = name
+	n.Labels = map[string]string{"type": "virtual-kubelet", "kubernetes.io/role": "agent", "kubernetes.io/hostname": name}
+	n.Status.Phase = corev1.NodePending
+	for _, t := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeDiskPressure, corev1.NodeMemoryPressure, corev1.NodePIDPressure, corev1.NodeNetworkUnavailable} {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: t})
+	}
+	return n
+}
+
+// attachKubeletAPI serves the kubelet API routes (exec, port-forward,
+// logs, stats, the Pod lists) from the provider, as virtual-kubelet's
+// nodeutil.AttachProviderRoutes does.
+func attachKubeletAPI(mux *http.ServeMux, p *Provider, pods corev1listers.PodLister) {
+	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
+		RunInContainer:        p.RunInContainer,
+		AttachToContainer:     p.AttachToContainer,
+		GetContainerLogs:      p.GetContainerLogs,
+		GetPods:               p.GetPods,
+		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) { return pods.List(labels.Everything()) },
+		GetStatsSummary:       p.GetStatsSummary,
+		GetMetricsResource:    p.GetMetricsResource,
+		PortForward:           p.PortForward,
+	}, true))
 }
 
 // replaceRateLimiters drops virtual-kubelet's default token bucket (10 qps,

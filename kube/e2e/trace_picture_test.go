@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
@@ -145,6 +146,7 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 	}
 	node, err := kube.NewNode(kube.NodeOptions{
 		Name: name, ListenAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)), TLS: tlsCfg, Version: "e2e", Client: cs,
+		EventRecorder: &record.FakeRecorder{},
 	}, prov)
 	if err != nil {
 		t.Fatal(err)
