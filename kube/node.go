@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
@@ -48,8 +46,11 @@ type NodeOptions struct {
 	// queues. CreatePod returns without waiting for sandboxd, so these
 	// workers only do API calls; default 64.
 	Workers int
+	// Metrics receives virtual-kubelet's queue metrics; nil records none.
+	Metrics *telemetry.Metrics
 	// DefaultRateLimiters keeps virtual-kubelet's 10 qps / burst 100 token
-	// bucket on its queues. Only for measuring what replacing it buys.
+	// bucket on its queues, unmetered. Only for measuring what replacing it
+	// buys.
 	DefaultRateLimiters bool
 	// NoAuth serves the kubelet API without TokenReview/SubjectAccessReview.
 	// Never for production: the API then answers anonymous clients.
@@ -129,7 +130,7 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 	identity(spec, o, int32(port), capacity)
 	var overrides []func(*node.PodControllerConfig) error
 	if !o.DefaultRateLimiters {
-		overrides = append(overrides, replaceRateLimiters)
+		overrides = append(overrides, replaceRateLimiters(o.Metrics))
 	}
 	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides})
 	if err != nil {
@@ -185,19 +186,6 @@ func attachKubeletAPI(mux *http.ServeMux, p *Provider, pods corev1listers.PodLis
 		GetMetricsResource:    p.GetMetricsResource,
 		PortForward:           p.PortForward,
 	}, true))
-}
-
-// replaceRateLimiters drops virtual-kubelet's default token bucket (10 qps,
-// burst 100) from its three queues: past a burst of 100 Pods it made creates
-// and status pushes crawl at 10/s. Failures still back off per item.
-func replaceRateLimiters(c *node.PodControllerConfig) error {
-	perItem := func() workqueue.TypedRateLimiter[any] {
-		return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 30*time.Second)
-	}
-	c.SyncPodsFromKubernetesRateLimiter = perItem()
-	c.DeletePodsFromKubernetesRateLimiter = perItem()
-	c.SyncPodStatusFromProviderRateLimiter = perItem()
-	return nil
 }
 
 func nodeCapacity(o NodeOptions) (corev1.ResourceList, error) {

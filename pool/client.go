@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
+
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
 )
@@ -177,6 +179,11 @@ func instrument(t *http.Transport) http.RoundTripper {
 	// The propagator is explicit rather than the global one: the telemetry contract (docs/observability.md)
 	// requires W3C traceparent towards sandboxd whatever OTEL_PROPAGATORS says.
 	return otelhttp.NewTransport(inMemoryBody{t},
+		// No metrics of its own: vksandbox_sandboxd_requests_total and
+		// vksandbox_sandboxd_request_duration_seconds (the Observer) meter
+		// every attempt already, and otelhttp's http_client_* families
+		// would repeat them on /metrics.
+		otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()),
 		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			if v, ok := r.Context().Value(verbKey{}).(string); ok {

@@ -1,9 +1,9 @@
 package telemetry
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -11,13 +11,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // The shipped Grafana dashboard queries only what the product exposes.
 // The exposed set is not a list kept by hand: one of every instrument is
 // recorded (every outcome and decision kind too) through the real
 // Prometheus exporter and scraped, and the dashboard's PromQL is checked
-// against that scrape: every vksandbox_* series name it uses exists, every
+// against that scrape: every vksandbox_* and rest_client_* series name it
+// uses exists, every
 // "by (...)" label exists (or is made by label_replace), every label
 // matcher value is one the product emits, and every exposed metric family
 // appears on some panel.
@@ -105,7 +111,7 @@ const (
 )
 
 var (
-	seriesRe  = regexp.MustCompile(`\bvksandbox_[a-z0-9_]+`)
+	seriesRe  = regexp.MustCompile(`\b(?:vksandbox|rest_client)_[a-z0-9_]+`)
 	byRe      = regexp.MustCompile(`\bby \(([^)]*)\)`)
 	matcherRe = regexp.MustCompile(`([a-z_]+)(=~|!~|!=|=)"([^"]*)"`)
 	replaceRe = regexp.MustCompile(`label_replace\(.*?, "([a-z_]+)",`)
@@ -115,7 +121,7 @@ func checkExpr(t *testing.T, panel, expr string, exposed scrapeSet, used map[str
 	t.Helper()
 	names := seriesRe.FindAllString(expr, -1)
 	if len(names) == 0 {
-		t.Errorf("panel %q: %q names no vksandbox series", panel, expr)
+		t.Errorf("panel %q: %q names no vksandbox or rest_client series", panel, expr)
 	}
 	labels := map[string]bool{"le": true}
 	for _, n := range names {
@@ -183,32 +189,58 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	m.RegisterWorkers(8, 32)
 	m.RegisterQueueDepth(func() []int { return []int{1, 0} })
 	m.RegisterClaims(func() (int, int, int) { return 3, 1, 0 })
+	m.VKQueueAdd("syncPodsFromKubernetes", false)
+	m.VKQueueAdd("syncPodsFromKubernetes", true)
+	m.VKQueueDone("syncPodsFromKubernetes", time.Millisecond)
+	m.RegisterVKQueues(func() []QueueStat {
+		return []QueueStat{{Name: "syncPodsFromKubernetes", Items: 1, Oldest: time.Second}}
+	})
+	m.MeterKubeClients()
+	u := url.URL{Scheme: "https", Host: "apiserver:6443", Path: "/api/v1/pods"}
+	restLatency{}.Observe(ctx, "GET", u, time.Millisecond)
+	restLatency{rateLimiter: true}.Observe(ctx, "GET", u, time.Millisecond)
+	restResult{}.Increment(ctx, "200", "GET", u.Host)
 
 	code, body := get(t, tel.Handler(nil), "/metrics", "")
 	if code != 200 {
 		t.Fatalf("/metrics = %d", code)
 	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
 	out := scrapeSet{}
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "vksandbox_") {
+	add := func(series string, m *dto.Metric, extra ...string) {
+		if out[series] == nil {
+			out[series] = map[string]map[string]bool{}
+		}
+		for _, l := range m.GetLabel() {
+			if out[series][l.GetName()] == nil {
+				out[series][l.GetName()] = map[string]bool{}
+			}
+			out[series][l.GetName()][l.GetValue()] = true
+		}
+		for _, l := range extra {
+			out[series][l] = map[string]bool{}
+		}
+	}
+	for name, fam := range fams {
+		if !seriesRe.MatchString(name) {
 			continue
 		}
-		name, rest, _ := strings.Cut(line, "{")
-		name = strings.Fields(name)[0]
-		if out[name] == nil {
-			out[name] = map[string]map[string]bool{}
-		}
-		for _, m := range matcherRe.FindAllStringSubmatch(rest, -1) {
-			if out[name][m[1]] == nil {
-				out[name][m[1]] = map[string]bool{}
+		for _, m := range fam.GetMetric() {
+			if fam.GetType() == dto.MetricType_HISTOGRAM {
+				add(name+"_bucket", m, "le")
+				add(name+"_sum", m)
+				add(name+"_count", m)
+				continue
 			}
-			out[name][m[1]][m[3]] = true
+			add(name, m)
 		}
 	}
 	if len(out) == 0 {
-		t.Fatalf("scrape has no vksandbox_ series:\n%s", body)
+		t.Fatalf("scrape has no vksandbox_ or rest_client_ series:\n%s", body)
 	}
 	names := make([]string, 0, len(out))
 	for n := range out {

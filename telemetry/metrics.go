@@ -69,6 +69,7 @@ type Metrics struct {
 	buildInfo          metric.Int64Gauge
 	queueDepth         metric.Int64ObservableGauge
 	claims             metric.Int64ObservableGauge
+	kube               kubeInstruments
 
 	// Read at scrape time by the single registered callback. Swapping a
 	// pointer (instead of registering a callback per call) makes
@@ -141,10 +142,12 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	cl, err := meter.Int64ObservableGauge("vksandbox_claims", metric.WithUnit("{claim}"), metric.WithDescription("Claims held by this node, by state."))
 	errs = append(errs, err)
 	m.claims = cl
+	observables, err := m.kube.init(meter)
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.queueDepth, m.claims); err != nil {
+	if _, err := meter.RegisterCallback(m.observe, append(observables, m.queueDepth, m.claims)...); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -281,5 +284,6 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(m.claims, int64(quar), stateQuar)
 		o.ObserveInt64(m.claims, int64(tent), stateTent)
 	}
+	m.kube.observe(o)
 	return nil
 }

@@ -70,6 +70,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	tel.Metrics.MeterKubeClients() // before the first client is built
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
@@ -131,7 +132,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	node, err := kube.NewNode(kube.NodeOptions{
 		Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
 		CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
-		Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers,
+		Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers, Metrics: tel.Metrics,
 		DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
 	}, prov)
 	if err != nil {

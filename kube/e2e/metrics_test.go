@@ -66,6 +66,13 @@ func TestMetricsMoveWithClaimsAndDecisions(t *testing.T) {
 		{"store bytes", "vksandbox_store_commit_bytes_total", nil, atLeast(1), "> 0"},
 		{"release decision", "vksandbox_decisions_total", []string{"kind", "release", "reason", "bare-pod"}, exactly(1), "+1"},
 		{"preserve decision", "vksandbox_decisions_total", []string{"kind", "preserve", "reason", "owner-alive"}, exactly(1), "+1"},
+		// virtual-kubelet's queues and client-go: 3 creates and 2 deletes
+		// went through the sync queue, and each Running was a status push.
+		{"virtual-kubelet sync queue adds", "vksandbox_vk_queue_adds_total", []string{"queue", "syncPodsFromKubernetes"}, atLeast(3), ">= +3"},
+		{"virtual-kubelet sync queue items done", "vksandbox_vk_queue_item_duration_seconds_count", []string{"queue", "syncPodsFromKubernetes"}, atLeast(3), ">= +3"},
+		{"virtual-kubelet status queue adds", "vksandbox_vk_queue_adds_total", []string{"queue", "syncPodStatusFromProvider"}, atLeast(3), ">= +3"},
+		{"Pod status updates through client-go", "rest_client_requests_total", []string{"method", "PUT", "code", "200"}, atLeast(3), ">= +3"},
+		{"client-go request latency", "rest_client_request_duration_seconds_count", []string{"verb", "PUT"}, atLeast(3), ">= +3"},
 	} {
 		if d := after.delta(before, w.name, w.labels...); !w.check(d) {
 			t.Errorf("%s: %s%v moved by %v, want %s", w.what, w.name, w.labels, d, w.expect)
@@ -90,6 +97,19 @@ func TestMetricsMoveWithClaimsAndDecisions(t *testing.T) {
 	if after.get("vksandbox_pipeline_shards") < 1 || after.get("vksandbox_pipeline_workers_per_shard") < 1 {
 		t.Errorf("pipeline shape gauges: shards %v, workers/shard %v; want both >= 1",
 			after.get("vksandbox_pipeline_shards"), after.get("vksandbox_pipeline_workers_per_shard"))
+	}
+	for _, q := range []string{"syncPodsFromKubernetes", "deletePodsFromKubernetes", "syncPodStatusFromProvider"} {
+		if !after.has("vksandbox_vk_queue_items", "queue", q) || !after.has("vksandbox_vk_queue_oldest_item_seconds", "queue", q) {
+			t.Errorf("queue %s: vksandbox_vk_queue_items or vksandbox_vk_queue_oldest_item_seconds is not exposed", q)
+		}
+	}
+	if after.get("vksandbox_build_info") != 1 || !after.has("vksandbox_build_info", "version", "dev") {
+		t.Errorf("vksandbox_build_info: %v, want 1 with version=\"dev\" (an unstamped build)", after["vksandbox_build_info"])
+	}
+	// The sandboxd client's own otelhttp metrics would repeat
+	// vksandbox_sandboxd_*; they are off.
+	if n := after.names("http_client_"); len(n) != 0 {
+		t.Errorf("otelhttp client families reach /metrics: %v", n)
 	}
 	// The exposed vksandbox_* names, for the dashboard and docs.
 	t.Logf("exposed vksandbox series names:\n  %s", strings.Join(after.names("vksandbox_"), "\n  "))
