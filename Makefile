@@ -25,7 +25,7 @@ TEST_FLAGS   ?=
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
-.PHONY: build build-linux tools test test-reliability fuzz lint bench bench-burst plots clean demo mutants
+.PHONY: build build-linux tools test test-reliability fuzz lint bench bench-compare bench-baseline bench-burst plots clean demo mutants
 
 build:
 	$(GO) build ./...
@@ -72,13 +72,25 @@ lint:
 
 # Micro-benchmarks: the store (commit cost vs table size, fsync on/off, the
 # full-rewrite baseline, restart), the pipeline (claim at concurrency 1..1024,
-# fsync on/off, in-process sandboxd) and tracing overhead. Results are
-# written to bench/results/bench-latest.txt for benchstat. The end-to-end
-# burst is `make bench-burst`.
-BENCH_FLAGS ?= -count=1
+# fsync on/off, in-process sandboxd) and tracing overhead, 6 runs each so
+# that benchstat can tell noise from change. Results go to
+# bench/results/bench-latest.txt (not committed). `make bench-compare`
+# compares them with the committed baseline, bench/results/baseline.txt;
+# `make bench-baseline` makes the latest results the new baseline. The
+# end-to-end burst is `make bench-burst`.
+BENCH_FLAGS ?= -count=6
+BENCHSTAT   := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 bench:
 	@mkdir -p bench/results
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_FLAGS) -timeout $(TEST_TIMEOUT) ./pool/store/ ./pipeline/ ./telemetry/ | tee bench/results/bench-latest.txt
+
+bench-compare:
+	@[[ -f bench/results/bench-latest.txt ]] || { echo "bench-compare: no bench/results/bench-latest.txt: run make bench first"; exit 1; }
+	$(GO) run $(BENCHSTAT) bench/results/baseline.txt bench/results/bench-latest.txt
+
+bench-baseline:
+	@[[ -f bench/results/bench-latest.txt ]] || { echo "bench-baseline: no bench/results/bench-latest.txt: run make bench first"; exit 1; }
+	cp bench/results/bench-latest.txt bench/results/baseline.txt
 
 bench-burst: tools
 	$(GO) run ./bench/burst $(BURST_FLAGS)
