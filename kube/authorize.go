@@ -6,6 +6,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/telemetry"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,14 +27,14 @@ import (
 // eviction deletes every Pod on the node while the VMs keep serving users,
 // so only the owner's state may release (the delete authorization table (docs/pod-contract.md)).
 const (
-	ReasonBarePod        = "bare-pod"
-	ReasonOwnerGone      = "owner-gone"
-	ReasonOwnerDeleting  = "owner-deleting"
-	ReasonOwnerRotated   = "owner-uid-rotated"
-	ReasonOwnerAlive     = "owner-alive"
-	ReasonOwnerUnverfied = "owner-404-unverified"
-	ReasonOwnerGetError  = "owner-get-error"
-	ReasonNoDynamic      = "no-dynamic-client"
+	ReasonBarePod         = "bare-pod"
+	ReasonOwnerGone       = "owner-gone"
+	ReasonOwnerDeleting   = "owner-deleting"
+	ReasonOwnerRotated    = "owner-uid-rotated"
+	ReasonOwnerAlive      = "owner-alive"
+	ReasonOwnerUnverified = "owner-404-unverified"
+	ReasonOwnerGetError   = "owner-get-error"
+	ReasonNoDynamic       = "no-dynamic-client"
 	// ReasonOwnerUnnamed: a row records its owner's UID but not its name
 	// (an older row format), so the owner cannot be asked.
 	ReasonOwnerUnnamed = "owner-unnamed"
@@ -40,7 +46,14 @@ const (
 type Authorizer struct {
 	Dynamic dynamic.Interface // nil: every owned Pod is preserved
 	Timeout time.Duration     // per GET; default 5s
+
+	// Concurrent questions about one owner share one GET: virtual-kubelet
+	// may call DeletePod twice at once, the re-authorization loop may ask
+	// while a delete does, and the Pods of one owner go together.
+	gets singleflight.Group
 }
+
+var ownerTracer = otel.Tracer(telemetry.TracerName)
 
 // Authorize implements the 7-row table of docs/pod-contract.md ("Delete
 // authorization") for a deleted Pod's controller owner.
@@ -83,9 +96,25 @@ func (a *Authorizer) ask(ctx context.Context, namespace string, owner *metav1.Ow
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	gvr := gv.WithResource(Plural(owner.Kind))
+	ctx, span := ownerTracer.Start(ctx, "owner.get", trace.WithAttributes(
+		attribute.String("vksandbox.owner", namespace+"/"+ownerString(owner))))
+	defer span.End()
+	// The key names the owner's UID too: the verdict compares it.
+	key := namespace + "/" + ownerString(owner) + "/" + string(owner.UID)
+	v, _, shared := a.gets.Do(key, func() (any, error) {
+		// Not the first caller's cancellation: the GET serves every caller,
+		// and has its own timeout.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		return a.get(ctx, gv.WithResource(Plural(owner.Kind)), namespace, owner), nil
+	})
+	verdict := v.(pipeline.Verdict)
+	span.SetAttributes(attribute.Bool("vksandbox.singleflight.shared", shared), attribute.String("vksandbox.verdict.reason", verdict.Reason))
+	return verdict
+}
+
+// get is the owner GET and the table's mapping of its answer.
+func (a *Authorizer) get(ctx context.Context, gvr schema.GroupVersionResource, namespace string, owner *metav1.OwnerReference) pipeline.Verdict {
 	obj, err := a.Dynamic.Resource(gvr).Namespace(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
 	switch {
 	case err == nil && obj.GetDeletionTimestamp() != nil:
@@ -99,7 +128,7 @@ func (a *Authorizer) ask(ctx context.Context, namespace string, owner *metav1.Ow
 	case apierrors.IsNotFound(err):
 		// A 404 without the object's name may be a missing endpoint (wrong
 		// plural, CRD not installed): that says nothing about the owner.
-		return pipeline.Verdict{Reason: ReasonOwnerUnverfied}
+		return pipeline.Verdict{Reason: ReasonOwnerUnverified}
 	}
 	return pipeline.Verdict{Reason: ReasonOwnerGetError}
 }

@@ -78,7 +78,7 @@ func TestDeleteAuthorizationTable(t *testing.T) {
 	unnamed.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{}, "") // a 404 of an unknown endpoint
 	})
-	check("404 without the name", &Authorizer{Dynamic: unnamed}, ownedPod("u1"), false, ReasonOwnerUnverfied)
+	check("404 without the name", &Authorizer{Dynamic: unnamed}, ownedPod("u1"), false, ReasonOwnerUnverified)
 
 	failing := fakeDyn()
 	failing.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -27,7 +27,7 @@ import (
 //
 // Compare ns/op and cpu-µs/claim of the three lines; the ratio on/off is
 // the tracing overhead per claim transaction (5 spans per claim here: the
-// transaction, queue.wait, singleflight, store.commit, status.push).
+// transaction, queue.wait, claim.reconcile, store.commit, status.push).
 func BenchmarkClaimTracing(b *testing.B) {
 	for _, conc := range []int{1, 64} {
 		for _, mode := range []string{"off", "unsampled", "on"} {

@@ -302,11 +302,12 @@ func (e *Engine) process(sh *shard, uid string) {
 		trace.WithAttributes(attribute.Int("vksandbox.shard", sh.id), attribute.Int("vksandbox.queue.depth", sh.q.Len())))
 	wait.End()
 
-	sctx, sfSpan := e.tracer.Start(q.ctx, "singleflight")
-	v, _, shared := e.sf.Do("claim/"+uid, func() (any, error) { return e.reconcile(sctx, q.intent), nil })
-	sfSpan.SetAttributes(attribute.Bool("vksandbox.singleflight.shared", shared))
-	sfSpan.End()
-	res := v.(txResult)
+	// No deduplication here: the workqueue never hands one UID to two
+	// workers, and the key lock orders a UID's transactions with its key's
+	// other generations.
+	rctx, reconcileSpan := e.tracer.Start(q.ctx, "claim.reconcile")
+	res := e.reconcile(rctx, q.intent)
+	reconcileSpan.End()
 
 	e.obs.ClaimLatency(q.ctx, res.outcome, time.Since(q.received))
 	q.root.SetAttributes(attribute.String("vksandbox.outcome", res.outcome))

@@ -151,7 +151,7 @@ func dump(tree []tracetest.SpanStub) string {
 }
 
 // A claim answered 500 once, then 200: one transaction, one trace. The
-// singleflight span holds both sandboxd.claim attempts (500 marked as an
+// claim.reconcile span holds both sandboxd.claim attempts (500 marked as an
 // error, then 200), the claim_ref lookup between them (a 500 may follow a
 // VM that was made, so the retry must not claim blindly), and one
 // claim.retry event naming attempt 1 and the 500. The transaction ends
@@ -166,7 +166,7 @@ func TestTraceShowsAClaimRetriedAfterA500(t *testing.T) {
 	if root.Status.Code == codes.Error {
 		t.Errorf("claim.transaction of ns/retry-500 has error status %q after a successful retry", root.Status.Description)
 	}
-	sf := only(t, tree, root, "singleflight")
+	sf := only(t, tree, root, "claim.reconcile")
 	attempts := childrenOf(tree, sf, "sandboxd.claim")
 	if got := httpStatuses(attempts); len(got) != 2 || got[0] != "500" || got[1] != "200" {
 		t.Fatalf("sandboxd.claim attempts of ns/retry-500 answered %v, want [500 200]; tree:\n%s", got, dump(tree))
@@ -180,7 +180,7 @@ func TestTraceShowsAClaimRetriedAfterA500(t *testing.T) {
 	}
 	evs := retryEvents(sf)
 	if len(evs) != 1 {
-		t.Fatalf("singleflight of ns/retry-500 has %d claim.retry events, want 1: %+v", len(evs), sf.Events)
+		t.Fatalf("claim.reconcile of ns/retry-500 has %d claim.retry events, want 1: %+v", len(evs), sf.Events)
 	}
 	if n, ok := eventAttr(evs[0], "attempt"); !ok || n.AsInt64() != 1 {
 		t.Errorf("claim.retry event of ns/retry-500: attempt = %v, want 1", n.Emit())
@@ -212,13 +212,13 @@ func TestTraceShowsEveryAttemptAndTheErrorWhenClaimRetriesRunOut(t *testing.T) {
 	if d := root.Status.Description; !strings.Contains(d, "ns/retry-out") || !strings.Contains(d, "500") {
 		t.Errorf("error status of ns/retry-out does not name the Pod and the 500: %q", d)
 	}
-	sf := only(t, tree, root, "singleflight")
+	sf := only(t, tree, root, "claim.reconcile")
 	if got := httpStatuses(childrenOf(tree, sf, "sandboxd.claim")); strings.Join(got, ",") != "500,500,500,500" {
 		t.Fatalf("sandboxd.claim attempts of ns/retry-out answered %v, want four 500s; tree:\n%s", got, dump(tree))
 	}
 	evs := retryEvents(sf)
 	if len(evs) != 4 {
-		t.Fatalf("singleflight of ns/retry-out has %d claim.retry events, want 4: %+v", len(evs), sf.Events)
+		t.Fatalf("claim.reconcile of ns/retry-out has %d claim.retry events, want 4: %+v", len(evs), sf.Events)
 	}
 	for i, ev := range evs {
 		if n, _ := eventAttr(ev, "attempt"); n.AsInt64() != int64(i+1) {
@@ -251,7 +251,7 @@ func TestTraceShowsACapacityMissThenTheRequeuedClaim(t *testing.T) {
 	if miss.Status.Code == codes.Error {
 		t.Errorf("a capacity miss of ns/retry-429 is an error on the span: %q", miss.Status.Description)
 	}
-	sf := only(t, tree, miss, "singleflight")
+	sf := only(t, tree, miss, "claim.reconcile")
 	if got := httpStatuses(childrenOf(tree, sf, "sandboxd.claim")); strings.Join(got, ",") != "429" {
 		t.Fatalf("sandboxd.claim attempts of ns/retry-429 answered %v, want one 429; tree:\n%s", got, dump(tree))
 	}
@@ -271,7 +271,7 @@ func TestTraceShowsACapacityMissThenTheRequeuedClaim(t *testing.T) {
 	if !linksTo(next, miss) || strAttr(next, "vksandbox.retry") != "true" {
 		t.Errorf("the requeued transaction of ns/retry-429 is not marked as a retry linked to the miss (links %v)", next.Links)
 	}
-	sf2 := only(t, tree2, next, "singleflight")
+	sf2 := only(t, tree2, next, "claim.reconcile")
 	if got := httpStatuses(childrenOf(tree2, sf2, "sandboxd.claim")); strings.Join(got, ",") != "200" {
 		t.Errorf("the requeued claim of ns/retry-429 answered %v, want one 200", got)
 	}

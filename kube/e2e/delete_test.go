@@ -62,11 +62,7 @@ func TestDeleteWithLiveOwnerPreservesAndSameNamePodAdopts(t *testing.T) {
 func TestDeleteWithOwnerGoneReleases(t *testing.T) {
 	n := startNode(t, sim.Config{})
 	ns := newNamespace(t)
-	owner := createOwner(t, ns, "gone")
-	createPod(t, sandboxPod(ns, "gone", n.Name, ownedBy(owner)))
-	waitRunning(t, ns, "gone")
-	deleteOwner(t, ns, "gone")
-	deletePod(t, ns, "gone")
+	runThenOrphan(t, n, ns, "gone")
 	waitReleases(t, n, 1)
 }
 

@@ -391,3 +391,14 @@ func podKeyOf(s pool.Sandbox) string {
 	}
 	return parts[len(parts)-2] + "/" + parts[len(parts)-1]
 }
+
+// runThenOrphan runs a Pod owned by a new Sandbox until it is Running, then
+// deletes the owner and then the Pod: a delete that must release the VM.
+func runThenOrphan(t *testing.T, n *vkNode, ns, name string) {
+	t.Helper()
+	owner := createOwner(t, ns, name)
+	createPod(t, sandboxPod(ns, name, n.Name, ownedBy(owner)))
+	waitRunning(t, ns, name)
+	deleteOwner(t, ns, name)
+	deletePod(t, ns, name)
+}

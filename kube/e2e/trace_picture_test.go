@@ -40,7 +40,7 @@ const claimTraceSVG = "../../docs/img/claim-trace.svg"
 // pictureSpans are the spans one claim's trace must have to be worth a
 // picture (the telemetry contract (docs/observability.md)).
 var pictureSpans = []string{
-	"createOrUpdatePod", "claim.transaction", "queue.wait", "singleflight",
+	"createOrUpdatePod", "claim.transaction", "queue.wait", "claim.reconcile",
 	"sandboxd.claim", "store.commit", "status.push",
 }
 

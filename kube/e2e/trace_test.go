@@ -65,9 +65,12 @@ func hasAttr(sp *tracepb.Span, key string) bool {
 
 // One claim through the real binary, the real apiserver and the emulator
 // yields one trace: virtual-kubelet's createOrUpdatePod → our
-// claim.transaction → queue.wait and singleflight → the sandboxd HTTP
+// claim.transaction → queue.wait and claim.reconcile → the sandboxd HTTP
 // call, the durable commit and the status push. sandboxd received the same
-// trace id in traceparent.
+// trace id in traceparent. An owned Pod's delete, once its owner is gone,
+// is claim.delete → delete.authorize → owner.get (where concurrent
+// questions about one owner share a GET: vksandbox.singleflight.shared)
+// and the release.
 func TestOneTracePerClaimTransaction(t *testing.T) {
 	sink := &otlpSink{}
 	collector := httptest.NewServer(sink)
@@ -81,6 +84,8 @@ func TestOneTracePerClaimTransaction(t *testing.T) {
 	ns := newNamespace(t)
 	createPod(t, sandboxPod(ns, "traced", n.Name))
 	waitRunning(t, ns, "traced")
+	runThenOrphan(t, n, ns, "owned")
+	waitReleases(t, n, 1)
 	if err := n.terminate(); err != nil { // flushes spans on shutdown
 		t.Fatal(err)
 	}
@@ -98,26 +103,18 @@ func TestOneTracePerClaimTransaction(t *testing.T) {
 	if root == nil {
 		t.Fatalf("no claim.transaction span for the pod among %d spans", len(spans))
 	}
-	children := func(parent *tracepb.Span) map[string]*tracepb.Span {
-		out := map[string]*tracepb.Span{}
-		for _, sp := range spans {
-			if string(sp.ParentSpanId) == string(parent.SpanId) && string(sp.TraceId) == string(root.TraceId) {
-				out[sp.Name] = sp
-			}
-		}
-		return out
-	}
+	children := func(parent *tracepb.Span) map[string]*tracepb.Span { return childrenOf(spans, parent) }
 	top := children(root)
-	for _, name := range []string{"queue.wait", "singleflight"} {
+	for _, name := range []string{"queue.wait", "claim.reconcile"} {
 		if top[name] == nil {
 			t.Errorf("claim.transaction has no %s child (children: %v)", name, keys(top))
 		}
 	}
-	if sf := top["singleflight"]; sf != nil {
-		inner := children(sf)
+	if rc := top["claim.reconcile"]; rc != nil {
+		inner := children(rc)
 		for _, name := range []string{"sandboxd.claim", "store.commit", "status.push"} {
 			if inner[name] == nil {
-				t.Errorf("singleflight has no %s child (children: %v)", name, keys(inner))
+				t.Errorf("claim.reconcile has no %s child (children: %v)", name, keys(inner))
 			}
 		}
 		if c, s := inner["sandboxd.claim"], inner["store.commit"]; c != nil && s != nil && s.StartTimeUnixNano < c.EndTimeUnixNano {
@@ -138,6 +135,7 @@ func TestOneTracePerClaimTransaction(t *testing.T) {
 	if parent := byID[string(root.ParentSpanId)]; parent == nil || parent.Name != "createOrUpdatePod" {
 		t.Errorf("claim.transaction's parent is %v, want virtual-kubelet's createOrUpdatePod", parent)
 	}
+	checkDeleteTree(t, spans)
 	// sandboxd saw the same trace id.
 	want := hexID(root.TraceId)
 	seen := false
@@ -155,6 +153,47 @@ func TestOneTracePerClaimTransaction(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkDeleteTree finds the owned Pod's claim.delete and asserts its tree.
+func checkDeleteTree(t *testing.T, spans []*tracepb.Span) {
+	t.Helper()
+	children := func(parent *tracepb.Span) map[string]*tracepb.Span { return childrenOf(spans, parent) }
+	var del *tracepb.Span
+	for _, sp := range spans {
+		if sp.Name == "claim.delete" && attr(sp, "k8s.pod.name") == "owned" && attr(sp, "vksandbox.verdict.reason") == "owner-gone" {
+			del = sp
+		}
+	}
+	if del == nil {
+		t.Fatal("no claim.delete span with verdict owner-gone for the owned Pod")
+	}
+	top := children(del)
+	auth, rel := top["delete.authorize"], top["sandboxd.release"]
+	if auth == nil || rel == nil {
+		t.Fatalf("claim.delete children %v, want delete.authorize and sandboxd.release", keys(top))
+	}
+	get := children(auth)["owner.get"]
+	if get == nil {
+		t.Fatalf("delete.authorize has no owner.get child (children: %v)", keys(children(auth)))
+	}
+	if !hasAttr(get, "vksandbox.singleflight.shared") || attr(get, "vksandbox.verdict.reason") != "owner-gone" {
+		t.Errorf("owner.get attributes %v: want vksandbox.singleflight.shared and verdict reason owner-gone", get.Attributes)
+	}
+	if rel.StartTimeUnixNano < auth.EndTimeUnixNano {
+		t.Error("the release started before the owner's verdict")
+	}
+}
+
+// childrenOf maps the names of parent's child spans, in its trace, to them.
+func childrenOf(spans []*tracepb.Span, parent *tracepb.Span) map[string]*tracepb.Span {
+	out := map[string]*tracepb.Span{}
+	for _, sp := range spans {
+		if string(sp.ParentSpanId) == string(parent.SpanId) && string(sp.TraceId) == string(parent.TraceId) {
+			out[sp.Name] = sp
+		}
+	}
+	return out
 }
 
 func attrLooksLikeToken(n *vkNode, v string) bool {

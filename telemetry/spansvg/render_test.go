@@ -49,7 +49,7 @@ func claimTrace() tracetest.SpanStubs {
 	// Deliberately out of order: the renderer sorts.
 	return tracetest.SpanStubs{
 		failed,
-		stub("singleflight", 3, 1, 100, 800, attribute.Bool("vksandbox.singleflight.shared", false)),
+		stub("claim.reconcile", 3, 1, 100, 800),
 		stub("claim.transaction", 1, 0, 0, 1000, attribute.String("k8s.pod.name", "a<b>&c"), attribute.String("k8s.pod.uid", "uid-1")),
 		commit,
 		retry,
@@ -63,7 +63,7 @@ func TestOrderIsDepthFirstBySiblingStart(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, strings.Repeat(" ", r.depth)+r.span.Name())
 	}
-	want := []string{"claim.transaction", " queue.wait", " singleflight", "  sandboxd.claim", "  store.commit", "  status.push"}
+	want := []string{"claim.transaction", " queue.wait", " claim.reconcile", "  sandboxd.claim", "  store.commit", "  status.push"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -88,8 +88,8 @@ func TestRenderIsWellFormedAndNamesEverySpan(t *testing.T) {
 	}
 	for _, want := range []string{
 		"One claim", "unit test", "4bf90102030405060708090a0b0c0d0e", "6 spans", "1.00ms",
-		"claim.transaction", "queue.wait", "singleflight", "sandboxd.claim", "store.commit", "status.push ⚠ error",
-		"k8s.pod.name=a&lt;b&gt;&amp;c", "vksandbox.shard=5", "vksandbox.singleflight.shared=false",
+		"claim.transaction", "queue.wait", "claim.reconcile", "sandboxd.claim", "store.commit", "status.push ⚠ error",
+		"k8s.pod.name=a&lt;b&gt;&amp;c", "vksandbox.shard=5",
 		"vksandbox.store.batch_size=3", "http.request.method=POST", "url.full=http://127.0.0.1:7777/v1/claim ",
 		"◆ sandboxd.retry +180µs", "400µs", errorColor,
 	} {
