@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // Verdict reasons. A Pod deletion is not VM authority: a Node-NotReady
@@ -68,7 +67,7 @@ func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Ve
 // RecordedOwner implements pipeline.OwnerAuthority: the same table, for the
 // owner recorded with a claim rather than a Pod's ownerReference, which a
 // same-name Pod could forge.
-func (a *Authorizer) RecordedOwner(ctx context.Context, key string, c store.Claim) pipeline.Verdict {
+func (a *Authorizer) RecordedOwner(ctx context.Context, key string, c pipeline.ClaimView) pipeline.Verdict {
 	if !c.OwnerKnown() {
 		return pipeline.Verdict{Reason: pipeline.ReasonOwnerUnknown}
 	}
@@ -151,7 +150,7 @@ func ownerString(o *metav1.OwnerReference) string { return o.APIVersion + "/" + 
 
 // ownerRefOf rebuilds the controller ownerReference a claim recorded; false
 // when it records no named owner.
-func ownerRefOf(c store.Claim) (*metav1.OwnerReference, bool) {
+func ownerRefOf(c pipeline.ClaimView) (*metav1.OwnerReference, bool) {
 	parts := strings.Split(c.Owner, "/")
 	if c.OwnerUID == "" || !c.OwnerKnown() || len(parts) < 3 {
 		return nil, false

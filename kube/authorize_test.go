@@ -15,6 +15,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -94,11 +95,11 @@ func typesUID(s string) types.UID { return types.UID(s) }
 // "apiVersion/kind/name" and the owner's UID, and the same table applies.
 func TestRecordedOwnerIsAskedWithTheDeleteTable(t *testing.T) {
 	ctx := context.Background()
-	rec := store.Claim{ID: "sb_1", OwnerUID: "u1", Owner: "agents.x-k8s.io/v1alpha1/Sandbox/box"}
+	rec := pipeline.ClaimView{ID: "sb_1", OwnerUID: "u1", Owner: "agents.x-k8s.io/v1alpha1/Sandbox/box"}
 	for _, tc := range []struct {
 		name    string
 		objs    []*unstructured.Unstructured
-		c       store.Claim
+		c       pipeline.ClaimView
 		release bool
 		reason  string
 	}{
@@ -106,9 +107,9 @@ func TestRecordedOwnerIsAskedWithTheDeleteTable(t *testing.T) {
 		{"gone", nil, rec, true, ReasonOwnerGone},
 		{"deleting", []*unstructured.Unstructured{owner("", true)}, rec, true, ReasonOwnerDeleting},
 		{"rotated", []*unstructured.Unstructured{owner("u2", false)}, rec, true, ReasonOwnerRotated},
-		{"bare row", nil, store.Claim{ID: "sb_1"}, true, ReasonBarePod},
-		{"unknown owner", nil, store.Claim{ID: "sb_1", Owner: store.OwnerUnknown}, false, "owner-unknown"},
-		{"uid without a name", nil, store.Claim{ID: "sb_1", OwnerUID: "u1"}, false, ReasonOwnerUnnamed},
+		{"bare row", nil, pipeline.ClaimView{ID: "sb_1"}, true, ReasonBarePod},
+		{"unknown owner", nil, pipeline.ClaimView{ID: "sb_1", Owner: store.OwnerUnknown}, false, "owner-unknown"},
+		{"uid without a name", nil, pipeline.ClaimView{ID: "sb_1", OwnerUID: "u1"}, false, ReasonOwnerUnnamed},
 	} {
 		a := &Authorizer{Dynamic: fakeDyn(tc.objs...)}
 		v := a.RecordedOwner(ctx, "ns/p", tc.c)

@@ -11,9 +11,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // Sandboxd is what the interactive surfaces need from the sandboxd client.
@@ -38,25 +36,29 @@ var _ Sandboxd = (*pool.Client)(nil)
 // the Pod is this node's, Running, and its generation holds a durable claim.
 // A quarantined or tentative claim, or one held for an older or newer
 // generation of the name, is not the Pod's yet.
-func (p *Provider) target(namespace, name string) (store.Claim, error) {
+func (p *Provider) target(namespace, name string) (sandbox, error) {
 	key := namespace + "/" + name
-	pod := p.pods.get(key)
+	pod := p.cache.get(key)
 	if pod == nil {
-		return store.Claim{}, errdefs.NotFoundf("pod %s is not known to this node", key)
+		return sandbox{}, errdefs.NotFoundf("pod %s is not known to this node", key)
 	}
 	if p.Sandboxd == nil {
-		return store.Claim{}, errors.New("this node has no sandboxd client for interactive requests")
+		return sandbox{}, errors.New("this node has no sandboxd client for interactive requests")
 	}
-	cv, ok := p.engine.Claim(key)
-	if pod.Status.Phase != corev1.PodRunning || !ok || cv.State != pipeline.StateDurable || cv.PodUID != string(pod.UID) {
+	id, token, ok := p.engine.Credential(key, string(pod.UID))
+	if pod.Status.Phase != corev1.PodRunning || !ok {
 		why := pod.Status.Reason
 		if why == "" {
 			why = string(pod.Status.Phase)
 		}
-		return store.Claim{}, errdefs.InvalidInputf("pod %s has no sandbox yet (%s): wait until it is Running", key, why)
+		return sandbox{}, errdefs.InvalidInputf("pod %s has no sandbox yet (%s): wait until it is Running", key, why)
 	}
-	return cv.Claim, nil
+	return sandbox{ID: id, Token: token}, nil
 }
+
+// sandbox is what an interactive request needs: the VM and its own token,
+// which sandboxd checks for exec and the ports relay.
+type sandbox struct{ ID, Token string }
 
 // explain turns a sandboxd refusal into what a person at kubectl needs to
 // read. The pool's error, already free of tokens, is logged by the caller;

@@ -22,7 +22,6 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 const interactiveRoot = "root-tok-interactive-test"
@@ -32,17 +31,29 @@ const interactiveRoot = "root-tok-interactive-test"
 type claimsEngine struct {
 	mu     sync.Mutex
 	claims map[string]pipeline.ClaimView
+	tokens map[string]string // claim id → sandbox token
 }
 
 func (e *claimsEngine) Create(context.Context, pipeline.Intent) error { return nil }
 func (e *claimsEngine) Delete(context.Context, pipeline.PodRef, func(context.Context) pipeline.Verdict) (pipeline.DeleteResult, error) {
 	return pipeline.DeleteResult{}, nil
 }
-func (e *claimsEngine) Claim(key string) (pipeline.ClaimView, bool) {
+func (e *claimsEngine) Lookup(key string) (pipeline.ClaimView, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cv, ok := e.claims[key]
 	return cv, ok
+}
+
+// Credential has pipeline.Engine's rule: a durable claim of that Pod UID.
+func (e *claimsEngine) Credential(key, podUID string) (string, string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cv, ok := e.claims[key]
+	if !ok || cv.State != pipeline.StateDurable || cv.PodUID != podUID {
+		return "", "", false
+	}
+	return cv.ID, e.tokens[cv.ID], true
 }
 
 // recordingSandboxd remembers the exec requests it passes on.
@@ -96,7 +107,7 @@ func newInteractive(t *testing.T, cfg sim.Config, token string) *interactive {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it := &interactive{sim: s, c: c, sbx: &recordingSandboxd{Sandboxd: c}, eng: &claimsEngine{claims: map[string]pipeline.ClaimView{}}, claim: cr}
+	it := &interactive{sim: s, c: c, sbx: &recordingSandboxd{Sandboxd: c}, eng: &claimsEngine{claims: map[string]pipeline.ClaimView{}, tokens: map[string]string{}}, claim: cr}
 	it.prov = NewProvider(nil, nil, slog.New(slog.DiscardHandler))
 	it.prov.SetEngine(it.eng)
 	it.prov.Sandboxd = it.sbx
@@ -121,10 +132,10 @@ func (it *interactive) addPod(name string, cr pool.ClaimResponse, phase corev1.P
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent"}, {Name: "sidecar"}}},
 		Status:     corev1.PodStatus{Phase: phase, StartTime: &now},
 	}
-	it.prov.pods.put("ns/"+name, pod)
+	it.prov.cache.put("ns/"+name, pod)
 	it.eng.mu.Lock()
-	it.eng.claims["ns/"+name] = pipeline.ClaimView{State: pipeline.StateDurable,
-		Claim: store.Claim{ID: cr.ID, Token: cr.Token, PodUID: string(pod.UID)}}
+	it.eng.claims["ns/"+name] = pipeline.ClaimView{State: pipeline.StateDurable, ID: cr.ID, PodUID: string(pod.UID)}
+	it.eng.tokens[cr.ID] = cr.Token
 	it.eng.mu.Unlock()
 	return pod
 }

@@ -30,7 +30,7 @@ type InventorySource interface {
 
 // Claims looks up this node's own claims.
 type Claims interface {
-	Claim(key string) (pipeline.ClaimView, bool)
+	Lookup(key string) (pipeline.ClaimView, bool)
 	Identity() pipeline.Identity
 }
 
@@ -107,7 +107,7 @@ func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstru
 		if !ours {
 			key = r.ClaimRef
 		}
-		c, held := p.Claims.Claim(key)
+		c, held := p.Claims.Lookup(key)
 		held = held && c.ID == r.ID
 		if !ours && !held {
 			continue

@@ -15,9 +15,9 @@ type fakeClaims struct {
 }
 
 func (f fakeClaims) Identity() pipeline.Identity { return f.id }
-func (f fakeClaims) Claim(key string) (pipeline.ClaimView, bool) {
+func (f fakeClaims) Lookup(key string) (pipeline.ClaimView, bool) {
 	c, ok := f.rows[key]
-	return pipeline.ClaimView{Claim: c, State: pipeline.StateDurable}, ok
+	return pipeline.ClaimView{ID: c.ID, Address: c.Address, PodUID: c.PodUID, State: pipeline.StateDurable}, ok
 }
 
 // The object is spec-less (its consumer reads the top level) and lists this

@@ -14,7 +14,7 @@ import (
 // word for word.
 func (p *Provider) GetContainerLogs(_ context.Context, namespace, name, _ string, _ api.ContainerLogOpts) (io.ReadCloser, error) {
 	key := namespace + "/" + name
-	pod := p.pods.get(key)
+	pod := p.cache.get(key)
 	if pod == nil {
 		return nil, errdefs.NotFoundf("pod %s is not known to this node", key)
 	}

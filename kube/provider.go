@@ -22,17 +22,18 @@ import (
 type Engine interface {
 	Create(ctx context.Context, it pipeline.Intent) error
 	Delete(ctx context.Context, ref pipeline.PodRef, authorize func(context.Context) pipeline.Verdict) (pipeline.DeleteResult, error)
-	Claim(key string) (pipeline.ClaimView, bool)
+	Lookup(key string) (pipeline.ClaimView, bool)
+	Credential(key, podUID string) (id, token string, ok bool)
 }
 
 // Provider is the virtual-kubelet provider (PodLifecycleHandler and
 // PodNotifier). It also implements pipeline.Reporter; call SetEngine before
 // the node runs.
 type Provider struct {
-	// Pods, when set, lets DeletePod remove a decided Pod object at once
+	// PodClient, when set, lets DeletePod remove a decided Pod object at once
 	// (grace 0, UID precondition), as a kubelet does once its containers
 	// stopped; otherwise virtual-kubelet waits out the grace period.
-	Pods corev1client.PodsGetter
+	PodClient corev1client.PodsGetter
 	// Sandboxd, when set, serves the interactive surfaces: exec,
 	// port-forward and stats (see interactive.go). Without it they answer
 	// that sandboxd is not wired.
@@ -44,7 +45,7 @@ type Provider struct {
 	auth   *Authorizer
 	events record.EventRecorder
 	log    *slog.Logger
-	pods   *podCache
+	cache  *podCache // the Pods this node serves, by key
 	notify atomic.Pointer[func(*corev1.Pod)]
 	// fallbackIP is the Pod IP of a claim whose owner_addr host is not an
 	// IP (see podIP); unset until SetPodIPFallback.
@@ -78,7 +79,7 @@ func NewProvider(auth *Authorizer, events record.EventRecorder, log *slog.Logger
 	if events == nil {
 		events = &record.FakeRecorder{}
 	}
-	return &Provider{auth: auth, events: events, log: log, pods: newPodCache(), started: time.Now()}
+	return &Provider{auth: auth, events: events, log: log, cache: newPodCache(), started: time.Now()}
 }
 
 // SetEngine wires the pipeline (which in turn reports to this provider).
@@ -110,7 +111,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	np := pod.DeepCopy()
 	np.Status = pendingStatus(pod, "SandboxClaiming", "claiming a warm sandbox")
-	p.pods.put(key, np)
+	p.cache.put(key, np)
 	ref := refOf(pod)
 	// The slot wait is bounded by the engine's shutdown, not by
 	// virtual-kubelet's context: an error here would make a restartPolicy
@@ -129,11 +130,11 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod)
 	p.log.DebugContext(ctx, "UpdatePod", "pod", key, "uid", pod.UID)
-	cur := p.pods.get(key)
+	cur := p.cache.get(key)
 	if cur == nil || isRestored(cur) || (cur.UID != pod.UID && pod.CreationTimestamp.After(cur.CreationTimestamp.Time)) {
 		return p.CreatePod(ctx, pod)
 	}
-	p.pods.mutate(key, string(pod.UID), func(old *corev1.Pod) *corev1.Pod {
+	p.cache.mutate(key, string(pod.UID), func(old *corev1.Pod) *corev1.Pod {
 		np := pod.DeepCopy()
 		np.Status = old.Status
 		// The annotations this provider writes back survive an update
@@ -173,7 +174,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 			p.events.Eventf(pod, corev1.EventTypeNormal, EventPreserved, "VM preserved for a replacement Pod (%s)", res.Verdict.Reason)
 		}
 	}
-	if p.pods.remove(ref.Key, ref.UID) && pod.DeletionTimestamp != nil && p.Pods != nil {
+	if p.cache.remove(ref.Key, ref.UID) && pod.DeletionTimestamp != nil && p.PodClient != nil {
 		p.finishDelete(ctx, pod)
 	}
 	return nil
@@ -182,7 +183,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 // GetPod is served from memory. It returns every Pod that holds a claim:
 // virtual-kubelet deletes through it.
 func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
-	if pod := p.pods.get(namespace + "/" + name); pod != nil {
+	if pod := p.cache.get(namespace + "/" + name); pod != nil {
 		return pod, nil
 	}
 	return nil, errdefs.NotFoundf("pod %s/%s is not known to this node", namespace, name)
@@ -198,7 +199,7 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*c
 }
 
 // GetPods is served from memory.
-func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) { return p.pods.list(), nil }
+func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) { return p.cache.list(), nil }
 
 // NotifyPods registers virtual-kubelet's status callback. It does not block.
 func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) { p.notify.Store(&cb) }
@@ -215,7 +216,7 @@ func (p *Provider) push(pod *corev1.Pod) {
 func (p *Provider) finishDelete(ctx context.Context, pod *corev1.Pod) {
 	zero := int64(0)
 	uid := pod.UID
-	err := p.Pods.Pods(pod.Namespace).Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{
+	err := p.PodClient.Pods(pod.Namespace).Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // Kubernetes Event reasons.
@@ -28,9 +27,9 @@ var _ pipeline.Reporter = (*Provider)(nil)
 
 // Running renders the claimed Pod and pushes it. The identity check in
 // podCache.mutate drops a push whose key now names another generation.
-func (p *Provider) Running(_ context.Context, ref pipeline.PodRef, c store.Claim, adopted bool) {
+func (p *Provider) Running(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView, adopted bool) {
 	fallback := p.podIPFallback()
-	pod := p.pods.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
+	pod := p.cache.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
 		np := old.DeepCopy()
 		claimAnnotations(np, c)
 		np.Status = runningStatus(old, c, fallback)
@@ -49,8 +48,8 @@ func (p *Provider) Running(_ context.Context, ref pipeline.PodRef, c store.Claim
 
 // Renewed shows the renewed lease on the Pod (AnnDeadline). Its status is
 // unchanged: startTime stays the claim time.
-func (p *Provider) Renewed(_ context.Context, ref pipeline.PodRef, c store.Claim) {
-	pod := p.pods.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
+func (p *Provider) Renewed(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView) {
+	pod := p.cache.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
 		np := old.DeepCopy()
 		claimAnnotations(np, c)
 		return np
@@ -64,7 +63,7 @@ func (p *Provider) Renewed(_ context.Context, ref pipeline.PodRef, c store.Claim
 
 // Warning records a Warning Event on the Pod; its status is unchanged.
 func (p *Provider) Warning(_ context.Context, ref pipeline.PodRef, reason, msg string) {
-	if pod := p.pods.get(ref.Key); pod != nil && string(pod.UID) == ref.UID {
+	if pod := p.cache.get(ref.Key); pod != nil && string(pod.UID) == ref.UID {
 		p.events.Event(pod, corev1.EventTypeWarning, reason, msg)
 	}
 }
@@ -73,7 +72,7 @@ func (p *Provider) Warning(_ context.Context, ref pipeline.PodRef, reason, msg s
 // an Event when the reason changes (not on every slow retry).
 func (p *Provider) Pending(_ context.Context, ref pipeline.PodRef, reason, msg string) {
 	changed := false
-	pod := p.pods.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
+	pod := p.cache.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
 		if old.Status.Phase == corev1.PodRunning {
 			return old // a Running Pod is never regressed by a retry
 		}
@@ -90,8 +89,8 @@ func (p *Provider) Pending(_ context.Context, ref pipeline.PodRef, reason, msg s
 }
 
 // Expired marks the Pod Failed/SandboxLeaseExpired: the only terminal state.
-func (p *Provider) Expired(_ context.Context, ref pipeline.PodRef, c store.Claim) {
-	pod := p.pods.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
+func (p *Provider) Expired(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView) {
+	pod := p.cache.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
 		np := old.DeepCopy()
 		np.Status = terminatedStatus(old, corev1.PodFailed, ReasonLeaseExpired, "the sandbox lease ended and sandboxd no longer holds it", c.ID)
 		return np

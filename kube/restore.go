@@ -3,11 +3,10 @@ package kube
 import (
 	"strings"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // annRestored marks a stub rebuilt from the state file. It lives only in
@@ -23,9 +22,9 @@ const annRestored = "sandbox.cocoonstack.io/restored-from-state"
 // Pod UID and the recorded controller owner, so the delete is authorized
 // exactly as it would have been (an owner alive still preserves).
 // A Pod that does still exist replaces its stub on its first sync.
-func (p *Provider) Restore(rangeRows func(func(key string, c store.Claim) bool)) int {
+func (p *Provider) Restore(rangeRows func(func(key string, c pipeline.ClaimView) bool)) int {
 	n := 0
-	rangeRows(func(key string, c store.Claim) bool {
+	rangeRows(func(key string, c pipeline.ClaimView) bool {
 		ns, name, ok := strings.Cut(key, "/")
 		if !ok {
 			return true
@@ -42,7 +41,7 @@ func (p *Provider) Restore(rangeRows func(func(key string, c store.Claim) bool))
 			yes := true
 			pod.OwnerReferences = []metav1.OwnerReference{{UID: types.UID(c.OwnerUID), Controller: &yes}}
 		}
-		p.pods.put(key, pod)
+		p.cache.put(key, pod)
 		n++
 		return true
 	})

@@ -27,6 +27,7 @@ const restoreRoot = "root-tok-restore-test"
 type restoreNode struct {
 	prov    *Provider
 	eng     *pipeline.Engine
+	st      *store.Store
 	events  *record.FakeRecorder
 	running chan *corev1.Pod // the provider's Running pushes
 	stop    func()
@@ -38,7 +39,7 @@ func startRestoreNode(t *testing.T, sbx *pool.Client, path string, auth *Authori
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
-	n := &restoreNode{events: record.NewFakeRecorder(64), running: make(chan *corev1.Pod, 8)}
+	n := &restoreNode{st: st, events: record.NewFakeRecorder(64), running: make(chan *corev1.Pod, 8)}
 	n.prov = NewProvider(auth, n.events, slog.New(slog.DiscardHandler))
 	n.prov.NotifyPods(context.Background(), func(p *corev1.Pod) {
 		if p.Status.Phase == corev1.PodRunning {
@@ -173,12 +174,13 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 				t.Errorf("the provider still serves %d Pods after the delete", len(left))
 			}
 			live := s.Sandboxes()
-			cv, held := second.eng.Claim("ns/p")
+			cv, held := second.eng.Lookup("ns/p")
 			if !tc.ownerGone {
 				if len(live) != 1 || live[0].ID != id {
 					t.Fatalf("live VMs %v, want the preserved %s", live, id)
 				}
-				if !held || cv.ID != id || cv.Token != live[0].Token {
+				row, _ := second.st.Get("ns/p")
+				if !held || cv.ID != id || row.Token != live[0].Token {
 					t.Fatalf("row for ns/p: held %v claim %q, want %s and its release credential kept for a replacement", held, cv.ID, id)
 				}
 				if r := s.Counters()["release"]; r != 0 {

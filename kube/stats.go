@@ -36,7 +36,7 @@ type usage struct {
 // this round or any later one. failed reports whether a read failed for
 // another reason.
 func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
-	for _, pod := range p.pods.list() {
+	for _, pod := range p.cache.list() {
 		if pod.Status.Phase == corev1.PodRunning {
 			out = append(out, usage{pod: pod})
 		}
@@ -51,7 +51,7 @@ func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
 	g.SetLimit(statsConcurrency)
 	for i := range out {
 		pod := out[i].pod
-		cv, ok := p.engine.Claim(podKey(pod))
+		cv, ok := p.engine.Lookup(podKey(pod))
 		if !ok || cv.State != pipeline.StateDurable || cv.PodUID != string(pod.UID) {
 			continue
 		}

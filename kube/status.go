@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // ReasonLeaseExpired is the only terminal Pod state this provider writes.
@@ -20,7 +20,7 @@ const ReasonLeaseExpired = "SandboxLeaseExpired"
 // apiserver rejects a status whose podIP is not an IP, so a hostname, an
 // origin's name or an absent owner_addr is never written as one: with no
 // fallback either, the Pod has no podIP.
-func podIP(c store.Claim, fallback netip.Addr) (netip.Addr, bool) {
+func podIP(c pipeline.ClaimView, fallback netip.Addr) (netip.Addr, bool) {
 	if ip, ok := pool.OwnerIP(c.Address); ok {
 		return ip, true
 	}
@@ -28,7 +28,7 @@ func podIP(c store.Claim, fallback netip.Addr) (netip.Addr, bool) {
 }
 
 // where names the VM's address in Events: its IP, else owner_addr as given.
-func where(c store.Claim, fallback netip.Addr) string {
+func where(c pipeline.ClaimView, fallback netip.Addr) string {
 	if ip, ok := podIP(c, fallback); ok {
 		return ip.String()
 	}
@@ -39,7 +39,7 @@ func where(c store.Claim, fallback netip.Addr) string {
 }
 
 // claimAnnotations are the annotations written back with a claim.
-func claimAnnotations(pod *corev1.Pod, c store.Claim) {
+func claimAnnotations(pod *corev1.Pod, c pipeline.ClaimView) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
@@ -63,7 +63,7 @@ func conditions(ready corev1.ConditionStatus, t metav1.Time, reason string) []co
 
 // runningStatus renders a claimed Pod. startTime is the claim time, so it
 // never moves between reads or restarts.
-func runningStatus(pod *corev1.Pod, c store.Claim, fallback netip.Addr) corev1.PodStatus {
+func runningStatus(pod *corev1.Pod, c pipeline.ClaimView, fallback netip.Addr) corev1.PodStatus {
 	start := metav1.NewTime(c.ClaimedAt)
 	st := corev1.PodStatus{
 		Phase:      corev1.PodRunning,

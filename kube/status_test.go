@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // The Pod IP is the owner_addr host when that is an IP, else the node's
@@ -31,7 +30,7 @@ func TestRunningPodIPIsAnIPOrAbsent(t *testing.T) {
 		{"sbx-node-3.example:7777", netip.Addr{}, ""},
 		{"", netip.Addr{}, ""},
 	} {
-		c := store.Claim{ID: "sb_1", Address: tc.addr, ClaimedAt: time.Unix(1700000000, 0).UTC()}
+		c := pipeline.ClaimView{ID: "sb_1", Address: tc.addr, ClaimedAt: time.Unix(1700000000, 0).UTC()}
 		st := runningStatus(pod, c, tc.fallback)
 		if st.PodIP != tc.want || st.HostIP != tc.want {
 			t.Errorf("owner_addr %q, fallback %v: podIP %q hostIP %q, want %q", tc.addr, tc.fallback, st.PodIP, st.HostIP, tc.want)
@@ -51,13 +50,9 @@ func TestRunningPodIPIsAnIPOrAbsent(t *testing.T) {
 func TestClaimAnnotationsShowTheGrantedDeadline(t *testing.T) {
 	pod := &corev1.Pod{}
 	dl := time.Date(2026, 12, 4, 16, 0, 0, 0, time.FixedZone("x", 3600))
-	claimAnnotations(pod, store.Claim{ID: "sb_9", Token: "secret-token-value", Deadline: dl})
+	claimAnnotations(pod, pipeline.ClaimView{ID: "sb_9", Deadline: dl})
 	if pod.Annotations[AnnClaimID] != "sb_9" || pod.Annotations[AnnDeadline] != "2026-12-04T15:00:00Z" {
 		t.Fatalf("annotations = %v", pod.Annotations)
 	}
-	for k, v := range pod.Annotations {
-		if v == "secret-token-value" {
-			t.Fatalf("annotation %s carries the release token", k)
-		}
-	}
+	// No token can reach an annotation: a ClaimView holds none.
 }

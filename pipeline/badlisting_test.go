@@ -35,7 +35,7 @@ func TestListingWithoutSandboxesArrayDropsNoRowAndFailsNoPod(t *testing.T) {
 	e := startEngine(t, testConfig(env.root, st, rep))
 
 	eventually(t, "a few failed verification rounds", func() bool { return env.count("list") >= 3 })
-	if cv, ok := e.Claim("ns/kept"); !ok || cv.State != pipeline.StateQuarantined {
+	if cv, ok := e.Lookup("ns/kept"); !ok || cv.State != pipeline.StateQuarantined {
 		t.Fatalf("after 200 {} listings the row is %v (held %v), want still quarantined", cv.State, ok)
 	}
 	e.CheckLeases(context.Background(), vm.Deadline.Add(time.Hour))

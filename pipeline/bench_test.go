@@ -13,7 +13,6 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // BenchmarkClaim measures one claim transaction per op: Create for a fresh
@@ -189,7 +188,7 @@ func (r *benchReporter) failure() string {
 	return r.err
 }
 
-func (r *benchReporter) Running(_ context.Context, ref pipeline.PodRef, _ store.Claim, _ bool) {
+func (r *benchReporter) Running(_ context.Context, ref pipeline.PodRef, _ pipeline.ClaimView, _ bool) {
 	if ch, ok := r.waiters.LoadAndDelete(ref.UID); ok {
 		close(ch.(chan struct{}))
 	}
@@ -204,9 +203,9 @@ func (r *benchReporter) Pending(_ context.Context, ref pipeline.PodRef, reason, 
 	}
 }
 
-func (r *benchReporter) Expired(context.Context, pipeline.PodRef, store.Claim)    {}
-func (r *benchReporter) Renewed(context.Context, pipeline.PodRef, store.Claim)    {}
-func (r *benchReporter) Warning(context.Context, pipeline.PodRef, string, string) {}
+func (r *benchReporter) Expired(context.Context, pipeline.PodRef, pipeline.ClaimView) {}
+func (r *benchReporter) Renewed(context.Context, pipeline.PodRef, pipeline.ClaimView) {}
+func (r *benchReporter) Warning(context.Context, pipeline.PodRef, string, string)     {}
 
 // inprocSandboxd answers every claim at once, without HTTP.
 type inprocSandboxd struct{ n atomic.Uint64 }

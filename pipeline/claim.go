@@ -81,7 +81,7 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 		if c.PodUID == ref.UID || ownerMatches(c, ref) {
 			adopted := c.PodUID != ref.UID
 			c.PodUID = ref.UID
-			return e.commit(ctx, it, c, adopted) // retry the durable write
+			return e.persistOrRollBack(ctx, it, c, adopted) // retry the durable write
 		}
 	case StateDurable:
 		if c.PodUID == ref.UID && c.OwnerKnown() {
@@ -96,7 +96,7 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 	// ownerReference is no authority over it (anyone who may create Pods
 	// in the namespace can forge one): only the recorded owner's verdict
 	// releases it. While that owner lives, the new Pod waits.
-	v := e.owners(ctx, ref.Key, c)
+	v := e.owners(ctx, ref.Key, viewOf(c, StateDurable))
 	if !v.Release {
 		msg := fmt.Sprintf("%s: the pod key holds VM %s for another owner (%s), which has not given it up (%s)", ref.Key, c.ID, ownerName(c), v.Reason)
 		e.pending(ctx, ref, ReasonOwnerConflict, msg)
@@ -152,7 +152,7 @@ func (e *Engine) adopt(ctx context.Context, it Intent, c store.Claim) txResult {
 
 func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 	ref := it.Ref
-	resp, err := e.claim(ctx, it)
+	resp, err := e.claimAtSandboxd(ctx, it)
 	switch {
 	case errors.Is(err, pool.ErrCapacity):
 		e.pending(ctx, ref, ReasonCapacity, fmt.Sprintf("%s: sandboxd has no capacity for template %q: %v", ref.Key, it.Spec.Template, err))
@@ -171,14 +171,14 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 		ClaimedAt: time.Now().UTC().Truncate(time.Second), Deadline: resp.Deadline,
 		OwnerUID: ref.OwnerUID, Owner: ref.Owner,
 	}
-	return e.commit(ctx, it, c, false)
+	return e.persistOrRollBack(ctx, it, c, false)
 }
 
-// commit makes a tentative claim durable, then publishes Running. If the
+// persistOrRollBack makes a tentative claim durable, then publishes Running. If the
 // durable write fails, the claim just taken is released (rollback); if that
 // fails too, the tentative row keeps the credential in memory so that a
 // retry or a later delete can still reach the VM.
-func (e *Engine) commit(ctx context.Context, it Intent, c store.Claim, adopted bool) txResult {
+func (e *Engine) persistOrRollBack(ctx context.Context, it Intent, c store.Claim, adopted bool) txResult {
 	ref := it.Ref
 	e.table.setTentative(ref.Key, c)
 	if res, ok := e.persist(ctx, ref, c); !ok {
@@ -221,10 +221,10 @@ func (e *Engine) persist(ctx context.Context, ref PodRef, c store.Claim) (txResu
 	return txResult{}, true
 }
 
-// claim asks sandboxd for a VM. Transient failures are retried with
+// claimAtSandboxd asks sandboxd for a VM. Transient failures are retried with
 // backoff; because a claim is not idempotent, any retry after an answer that
 // may have been lost first looks the claim up by claim_ref.
-func (e *Engine) claim(ctx context.Context, it Intent) (pool.ClaimResponse, error) {
+func (e *Engine) claimAtSandboxd(ctx context.Context, it Intent) (pool.ClaimResponse, error) {
 	req := pool.ClaimRequest{
 		Template: it.Spec.Template, Net: it.Spec.Net, Size: it.Spec.Size,
 		TTLSeconds: it.Spec.TTLSeconds, ClaimRef: e.id.ClaimRef(it.Ref.Key), Metadata: e.id.Labels(it.Ref),
@@ -292,7 +292,7 @@ func (e *Engine) publishRunning(ctx context.Context, it Intent, c store.Claim, a
 	e.table.attach(ref.Key) // a live Pod holds the claim again
 	sctx, span := e.tracer.Start(ctx, "status.push", trace.WithAttributes(
 		attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.adopted", adopted)))
-	e.rep.Running(sctx, ref, c, adopted)
+	e.rep.Running(sctx, ref, viewOf(c, StateDurable), adopted)
 	span.End()
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // the claim transaction (docs/pod-contract.md) step 5: Running is pushed only once the claim is durable. The
@@ -27,14 +26,14 @@ func TestCreateGoesRunningOnlyAfterDurableCommit(t *testing.T) {
 		mu       sync.Mutex
 		problems []string
 	)
-	rep.onRunning = func(ref pipeline.PodRef, c store.Claim) {
+	rep.onRunning = func(ref pipeline.PodRef, c pipeline.ClaimView) {
 		mu.Lock()
 		defer mu.Unlock()
 		row, ok := st.Get(ref.Key)
 		switch {
 		case !ok:
 			problems = append(problems, ref.Key+": Running before the row is in the store")
-		case row.ID != c.ID || row.Token != c.Token || row.PodUID != ref.UID:
+		case row.ID != c.ID || row.Token == "" || row.PodUID != ref.UID:
 			problems = append(problems, fmt.Sprintf("%s: store holds %s/%s, Running reports %s/%s", ref.Key, row.ID, row.PodUID, c.ID, ref.UID))
 		}
 		data, err := os.ReadFile(path)
@@ -53,8 +52,8 @@ func TestCreateGoesRunningOnlyAfterDurableCommit(t *testing.T) {
 		if ev.adopted {
 			t.Errorf("%s: fresh claim reported as adopted", ev.ref.Key)
 		}
-		if ev.claim.Address == "" || ev.claim.Token == "" {
-			t.Errorf("%s: Running claim lacks address or token", ev.ref.Key)
+		if ev.claim.Address == "" || ev.claim.ID == "" {
+			t.Errorf("%s: Running claim lacks address or id", ev.ref.Key)
 		}
 	}
 	mu.Lock()
@@ -193,7 +192,7 @@ func TestTransientErrorsRetriedBounded(t *testing.T) {
 		if got := len(r.env.sim.Sandboxes()); got != 0 {
 			t.Errorf("live sandboxes = %d, want 0", got)
 		}
-		if _, ok := r.eng.Claim("ns/broken"); ok {
+		if _, ok := r.eng.Lookup("ns/broken"); ok {
 			t.Error("a failed claim left a row")
 		}
 	})
@@ -218,7 +217,7 @@ func TestLostClaimResponseIsRecoveredNotDoubled(t *testing.T) {
 	if got := r.env.count("claim"); got != 2 {
 		t.Errorf("claim requests = %d, want 2 (the first Pod's and the lost one, never repeated)", got)
 	}
-	if sbs[0].ID != run.claim.ID || sbs[0].Token != run.claim.Token {
+	if row, _ := r.store.Get("ns/lost"); sbs[0].ID != run.claim.ID || sbs[0].Token != row.Token {
 		t.Fatalf("recovered claim %s does not carry the lost VM's id and token (%s)", run.claim.ID, sbs[0].ID)
 	}
 	if run.claim.Address != r.env.sim.OwnerAddr() {
@@ -266,7 +265,7 @@ func TestLostResponseWithoutRootTokenIsNeverClaimedTwice(t *testing.T) {
 	if got := env.count("claim"); got != 1 {
 		t.Errorf("claim requests = %d, want 1: the lost claim is never repeated", got)
 	}
-	if _, ok := e.Claim("ns/lost"); ok {
+	if _, ok := e.Lookup("ns/lost"); ok {
 		t.Error("a row exists without a credential")
 	}
 	// Once the lease ends the ref is free again, and the Pod is claimed.
@@ -312,7 +311,7 @@ func TestDurableWriteFailureRollsBack(t *testing.T) {
 		if got := len(env.sim.Sandboxes()); got != 0 {
 			t.Errorf("live sandboxes = %d after rollback, want 0", got)
 		}
-		if _, ok := e.Claim("ns/nodisk"); ok {
+		if _, ok := e.Lookup("ns/nodisk"); ok {
 			t.Error("a rolled-back claim is still in the table")
 		}
 		if fs.puts.Load() == 0 {
@@ -331,17 +330,19 @@ func TestDurableWriteFailureRollsBack(t *testing.T) {
 		if len(sbs) != 1 {
 			t.Fatalf("live sandboxes = %d, want 1 (the rollback failed)", len(sbs))
 		}
-		cv, ok := e.Claim("ns/nodisk")
+		cv, ok := e.Lookup("ns/nodisk")
 		if !ok || cv.State != pipeline.StateTentative {
 			t.Fatalf("Claim(ns/nodisk) = %v %v, want tentative", cv.State, ok)
 		}
-		if cv.ID != sbs[0].ID || cv.Token != sbs[0].Token {
-			t.Fatal("the tentative row does not hold the VM's release credential")
+		if cv.ID != sbs[0].ID {
+			t.Fatalf("the tentative row holds %s, want the live VM %s", cv.ID, sbs[0].ID)
 		}
 		if find(rep.snapshot(), "running", "", "") >= 0 {
 			t.Fatal("a tentative claim was reported Running")
 		}
 
+		// The release below succeeds only with the VM's own token: the
+		// tentative row kept the credential.
 		env.sim.ClearFaults()
 		res, err := e.Delete(context.Background(), pipeline.PodRef{Key: "ns/nodisk", UID: "uid-nodisk"}, verdict(true, "bare-pod"))
 		if err != nil || !res.Held {
@@ -350,7 +351,7 @@ func TestDurableWriteFailureRollsBack(t *testing.T) {
 		if got := len(env.sim.Sandboxes()); got != 0 {
 			t.Errorf("live sandboxes = %d after the delete, want 0", got)
 		}
-		if _, ok := e.Claim("ns/nodisk"); ok {
+		if _, ok := e.Lookup("ns/nodisk"); ok {
 			t.Error("the tentative row survived its release")
 		}
 	})

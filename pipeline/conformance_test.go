@@ -199,12 +199,12 @@ func TestLeaseIsRenewedUpToTheAskedLifetime(t *testing.T) {
 	// The row holds an older grant, a second short of the node's: a renewal
 	// asked now is granted a later deadline. Renewal is due three check
 	// intervals (3s) before the deadline, so it is due at once.
-	older := run.claim
+	older, _ := r.store.Get("ns/long")
 	older.Deadline = older.Deadline.Add(-time.Second)
 	if err := r.store.Put(context.Background(), "ns/long", older); err != nil {
 		t.Fatal(err)
 	}
-	run.claim = older
+	run.claim.Deadline = older.Deadline
 	r.eng.CheckLeases(context.Background(), time.Now())
 	evs := r.rep.waitFor(t, "a renewal", func(evs []event) bool { return find(evs, "renewed", "uid-long", "") >= 0 })
 	renewed := evs[find(evs, "renewed", "uid-long", "")].claim
@@ -220,8 +220,9 @@ func TestLeaseIsRenewedUpToTheAskedLifetime(t *testing.T) {
 
 	// A failed renewal warns and backs off instead of retrying every tick.
 	r.env.sim.InjectFault(sim.Fault{Verb: "renew", Mode: "500"})
-	renewed.Deadline = time.Now().Add(time.Second) // due again
-	if err := r.store.Put(context.Background(), "ns/long", renewed); err != nil {
+	due, _ := r.store.Get("ns/long")
+	due.Deadline = time.Now().Add(time.Second) // due again
+	if err := r.store.Put(context.Background(), "ns/long", due); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()

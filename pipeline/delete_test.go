@@ -10,13 +10,12 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // ownersGone is an OwnerAuthority under which the listed owner UIDs are
 // gone (release) and every other owner lives (preserve); a bare row goes.
 func ownersGone(gone ...string) pipeline.OwnerAuthority {
-	return func(_ context.Context, _ string, c store.Claim) pipeline.Verdict {
+	return func(_ context.Context, _ string, c pipeline.ClaimView) pipeline.Verdict {
 		if c.OwnerUID == "" && c.OwnerKnown() {
 			return pipeline.Verdict{Release: true, Reason: "bare-pod"}
 		}
@@ -56,7 +55,7 @@ func TestAdoptionRequiresSameOwner(t *testing.T) {
 			if err != nil || !res.Held || res.Verdict.Release {
 				t.Fatalf("preserve Delete = %+v, %v", res, err)
 			}
-			if cv, ok := r.eng.Claim(key); !ok || cv.State != pipeline.StateDurable || cv.ID != first.claim.ID {
+			if cv, ok := r.eng.Lookup(key); !ok || cv.State != pipeline.StateDurable || cv.ID != first.claim.ID {
 				t.Fatalf("after preserve: Claim = %+v %v, want the durable claim kept", cv.State, ok)
 			}
 
@@ -128,7 +127,7 @@ func TestStaleUIDDeleteIsIgnored(t *testing.T) {
 	if got := r.env.count("release"); got != 0 {
 		t.Errorf("release requests = %d, want 0", got)
 	}
-	if cv, ok := r.eng.Claim(key); !ok || cv.PodUID != "uid-2" || cv.ID != first.claim.ID {
+	if cv, ok := r.eng.Lookup(key); !ok || cv.PodUID != "uid-2" || cv.ID != first.claim.ID {
 		t.Errorf("Claim(%s) = %+v %v, want the claim still bound to uid-2", key, cv, ok)
 	}
 }
@@ -151,7 +150,7 @@ func TestReleaseNotFoundIsConverged(t *testing.T) {
 	if _, ok := r.store.Get("ns/gone"); ok {
 		t.Error("the durable row survived a converged release")
 	}
-	if _, ok := r.eng.Claim("ns/gone"); ok {
+	if _, ok := r.eng.Lookup("ns/gone"); ok {
 		t.Error("the engine still holds a converged claim")
 	}
 }
@@ -175,14 +174,14 @@ func TestReleaseErrorKeepsClaim(t *testing.T) {
 	if !strings.Contains(err.Error(), "ns/keep") {
 		t.Errorf("error %q does not name the pod key", err)
 	}
-	if strings.Contains(err.Error(), run.claim.Token) || strings.Contains(err.Error(), rootToken) {
+	row, ok := r.store.Get("ns/keep")
+	if strings.Contains(err.Error(), row.Token) || strings.Contains(err.Error(), rootToken) {
 		t.Errorf("error leaks a token: %q", err)
 	}
-	row, ok := r.store.Get("ns/keep")
-	if !ok || row.ID != run.claim.ID || row.Token != run.claim.Token {
+	if !ok || row.ID != run.claim.ID || row.Token == "" || !r.env.holdsToken(row.ID, row.Token) {
 		t.Fatal("the release credential was dropped after a failed release")
 	}
-	if cv, ok := r.eng.Claim("ns/keep"); !ok || cv.State != pipeline.StateDurable {
+	if cv, ok := r.eng.Lookup("ns/keep"); !ok || cv.State != pipeline.StateDurable {
 		t.Fatalf("Claim = %v %v, want durable", cv.State, ok)
 	}
 	if got := len(r.env.sim.Sandboxes()); got != 1 {

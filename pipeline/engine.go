@@ -252,14 +252,30 @@ func (e *Engine) offerAgain(it Intent) {
 	_ = e.Create(context.Background(), it)
 }
 
-// Claim returns the claim row for a pod key and its state. O(1), no IO.
-func (e *Engine) Claim(key string) (ClaimView, bool) {
+// Lookup returns the claim of a pod key and its state, without its token.
+// O(1), no IO.
+func (e *Engine) Lookup(key string) (ClaimView, bool) {
 	c, st := e.table.lookup(key)
-	return ClaimView{Claim: c, State: st}, st != StateNone
+	return viewOf(c, st), st != StateNone
 }
 
-// Range visits every durable row (for startup restore and audits).
-func (e *Engine) Range(fn func(key string, c store.Claim) bool) { e.store.Range(fn) }
+// Credential returns the sandbox id and token of the durable claim that
+// key holds for podUID, for a request sandboxd serves with the sandbox's
+// own token (exec, port-forward). False if the key holds no durable claim,
+// or holds it for another Pod generation.
+func (e *Engine) Credential(key, podUID string) (id, token string, ok bool) {
+	c, st := e.table.lookup(key)
+	if st != StateDurable || c.PodUID != podUID {
+		return "", "", false
+	}
+	return c.ID, c.Token, true
+}
+
+// Range visits every durable row, without its token (for startup restore
+// and audits).
+func (e *Engine) Range(fn func(key string, c ClaimView) bool) {
+	e.store.Range(func(key string, c store.Claim) bool { return fn(key, viewOf(c, StateDurable)) })
+}
 
 // Counts reports held, quarantined and tentative rows.
 func (e *Engine) Counts() (held, quarantined, tentative int) { return e.table.counts() }
@@ -379,7 +395,7 @@ func keyErr(key, what string, err error) error {
 
 // bareOnly is the OwnerAuthority without a way to ask an owner: a bare
 // Pod's row (known to have no owner) may go, nothing else.
-func bareOnly(_ context.Context, _ string, c store.Claim) Verdict {
+func bareOnly(_ context.Context, _ string, c ClaimView) Verdict {
 	if c.OwnerKnown() && c.OwnerUID == "" && c.Owner == "" {
 		return Verdict{Release: true, Reason: "bare-pod"}
 	}

@@ -108,6 +108,17 @@ var testID = pipeline.Identity{Node: testNode}
 // for a Pod key.
 func (e *simEnv) sandboxesFor(key string) []pool.Sandbox { return liveFor(e.sim, key) }
 
+// holdsToken reports whether the emulator holds sandbox id with token: a
+// row's credential is the VM's real one.
+func (e *simEnv) holdsToken(id, token string) bool {
+	for _, sb := range e.sim.Sandboxes() {
+		if sb.ID == id {
+			return sb.Token == token
+		}
+	}
+	return false
+}
+
 // ---- store ------------------------------------------------------------------
 
 func openStore(t testing.TB, path string, fsync bool) *store.Store {
@@ -213,7 +224,7 @@ func verdict(release bool, reason string) func(context.Context) pipeline.Verdict
 type event struct {
 	kind    string // "running", "pending", "expired", "outcome", "decision"
 	ref     pipeline.PodRef
-	claim   store.Claim
+	claim   pipeline.ClaimView
 	adopted bool
 	reason  string // pending reason, outcome, or decision kind/reason
 	msg     string
@@ -224,7 +235,7 @@ type event struct {
 // events holds, woken by each new event: no sleeping.
 type reporter struct {
 	// onRunning, if set before the engine starts, runs inside Running.
-	onRunning func(ref pipeline.PodRef, c store.Claim)
+	onRunning func(ref pipeline.PodRef, c pipeline.ClaimView)
 
 	mu      sync.Mutex
 	events  []event
@@ -241,7 +252,7 @@ func (r *reporter) record(ev event) {
 	r.mu.Unlock()
 }
 
-func (r *reporter) Running(_ context.Context, ref pipeline.PodRef, c store.Claim, adopted bool) {
+func (r *reporter) Running(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView, adopted bool) {
 	if r.onRunning != nil {
 		r.onRunning(ref, c)
 	}
@@ -252,11 +263,11 @@ func (r *reporter) Pending(_ context.Context, ref pipeline.PodRef, reason, msg s
 	r.record(event{kind: "pending", ref: ref, reason: reason, msg: msg})
 }
 
-func (r *reporter) Expired(_ context.Context, ref pipeline.PodRef, c store.Claim) {
+func (r *reporter) Expired(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView) {
 	r.record(event{kind: "expired", ref: ref, claim: c})
 }
 
-func (r *reporter) Renewed(_ context.Context, ref pipeline.PodRef, c store.Claim) {
+func (r *reporter) Renewed(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView) {
 	r.record(event{kind: "renewed", ref: ref, claim: c})
 }
 

@@ -120,7 +120,7 @@ func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
 		next.Deadline = resp.Deadline
 		if err = e.store.Put(context.WithoutCancel(ctx), key, next); err == nil {
 			e.log.Info("lease renewed", "pod", key, "claim", c.ID, "deadline", next.Deadline, "lifetime_end", end)
-			e.rep.Renewed(ctx, ref, next)
+			e.rep.Renewed(ctx, ref, viewOf(next, StateDurable))
 		}
 	}
 	if err == nil && !resp.Deadline.After(c.Deadline) {
@@ -179,5 +179,5 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 	e.forgetRow(key)
 	e.obs.Decision(ctx, "lease_expired", "not-listed")
 	e.log.Info("lease ended", "pod", key, "claim", c.ID, "deadline", c.Deadline)
-	e.rep.Expired(ctx, PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID}, c)
+	e.rep.Expired(ctx, PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID}, viewOf(c, StateNone))
 }

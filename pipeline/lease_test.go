@@ -73,7 +73,7 @@ func TestLeaseExpiryPushesExpired(t *testing.T) {
 		if _, ok := r.store.Get("ns/ends"); ok {
 			t.Error("the expired row is still in the store")
 		}
-		if _, ok := r.eng.Claim("ns/ends"); ok {
+		if _, ok := r.eng.Lookup("ns/ends"); ok {
 			t.Error("the engine still holds the expired claim")
 		}
 		row, ok := r.store.Get("ns/extended")

@@ -47,7 +47,7 @@ func TestQuarantineLiftedByListingAndDropsUnlisted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"ns/real", "ns/bogus"} {
-		if cv, ok := e.Claim(key); !ok || cv.State != pipeline.StateQuarantined {
+		if cv, ok := e.Lookup(key); !ok || cv.State != pipeline.StateQuarantined {
 			t.Fatalf("Claim(%s) = %v %v at load, want quarantined", key, cv.State, ok)
 		}
 	}
@@ -74,7 +74,7 @@ func TestQuarantineLiftedByListingAndDropsUnlisted(t *testing.T) {
 		t.Fatal("Verified while every listing failed")
 	default:
 	}
-	if cv, _ := e.Claim("ns/bogus"); cv.State != pipeline.StateQuarantined {
+	if cv, _ := e.Lookup("ns/bogus"); cv.State != pipeline.StateQuarantined {
 		t.Fatalf("a failed listing decided ns/bogus: %v", cv.State)
 	}
 
@@ -88,10 +88,10 @@ func TestQuarantineLiftedByListingAndDropsUnlisted(t *testing.T) {
 	if !run.adopted || run.claim.ID != real.ID {
 		t.Errorf("Running(adopted=%v, id=%s), want the lifted claim %s adopted", run.adopted, run.claim.ID, real.ID)
 	}
-	if cv, ok := e.Claim("ns/real"); !ok || cv.State != pipeline.StateDurable || cv.PodUID != "uid-new" {
+	if cv, ok := e.Lookup("ns/real"); !ok || cv.State != pipeline.StateDurable || cv.PodUID != "uid-new" {
 		t.Errorf("Claim(ns/real) = %+v %v, want durable bound to uid-new", cv, ok)
 	}
-	if _, ok := e.Claim("ns/bogus"); ok {
+	if _, ok := e.Lookup("ns/bogus"); ok {
 		t.Error("the unlisted row was not dropped")
 	}
 	if _, ok := st.Get("ns/bogus"); ok {

@@ -35,7 +35,7 @@ func (e *Engine) reauthorizeOnce(ctx context.Context) {
 			e.table.attach(key) // gone, or another claim now: nothing to ask
 			continue
 		}
-		v := e.owners(ctx, key, c)
+		v := e.owners(ctx, key, viewOf(c, StateDurable))
 		if !v.Release {
 			continue
 		}

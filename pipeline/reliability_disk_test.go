@@ -158,7 +158,7 @@ func TestR4DiskFull(t *testing.T) {
 	const failing = 3
 	failed := r.createRolledBack(t, "full", failing, "no space left", "ENOSPC")
 	for _, it := range failed {
-		if _, ok := r.eng.Claim(it.Ref.Key); ok {
+		if _, ok := r.eng.Lookup(it.Ref.Key); ok {
 			t.Errorf("%s: a failed claim is still in the table", it.Ref.Key)
 		}
 	}

@@ -57,10 +57,29 @@ func (s State) String() string {
 	return "none"
 }
 
-// ClaimView is a claim row with its state.
+// ClaimView is what the other layers see of a claim row: everything but
+// its sandbox token. The token is the release credential; it stays in the
+// engine and the store, and leaves them only towards sandboxd (see
+// Engine.Credential), so status, Events, the inventory and stats are
+// rendered from a value that cannot leak it.
 type ClaimView struct {
-	store.Claim
-	State State
+	ID        string
+	Address   string // sandboxd's owner_addr
+	PodUID    string
+	OwnerUID  string
+	Owner     string // "apiVersion/kind/name", or store.OwnerUnknown
+	ClaimedAt time.Time
+	Deadline  time.Time
+	State     State
+}
+
+// OwnerKnown: the row records its owner (or that there is none), as rows
+// migrated from the reference format do not.
+func (v ClaimView) OwnerKnown() bool { return v.Owner != store.OwnerUnknown }
+
+func viewOf(c store.Claim, st State) ClaimView {
+	return ClaimView{ID: c.ID, Address: c.Address, PodUID: c.PodUID, OwnerUID: c.OwnerUID, Owner: c.Owner,
+		ClaimedAt: c.ClaimedAt, Deadline: c.Deadline, State: st}
 }
 
 // Reporter receives the outcomes that become Pod status. The kube package
@@ -69,14 +88,14 @@ type ClaimView struct {
 // must not block for long: it is called on a pipeline worker.
 type Reporter interface {
 	// Running: the claim is durable and bound to ref.UID.
-	Running(ctx context.Context, ref PodRef, c store.Claim, adopted bool)
+	Running(ctx context.Context, ref PodRef, c ClaimView, adopted bool)
 	// Pending: no usable claim yet; reason is a CamelCase Kubernetes reason.
 	Pending(ctx context.Context, ref PodRef, reason, message string)
 	// Expired: the lease ended and sandboxd confirmed the sandbox is gone.
-	Expired(ctx context.Context, ref PodRef, c store.Claim)
+	Expired(ctx context.Context, ref PodRef, c ClaimView)
 	// Renewed: the lease of ref's claim was renewed; c carries the granted
 	// deadline, already durable.
-	Renewed(ctx context.Context, ref PodRef, c store.Claim)
+	Renewed(ctx context.Context, ref PodRef, c ClaimView)
 	// Warning: something needs an operator's eye but changes no state (a
 	// renew or a release that keeps failing). reason is CamelCase.
 	Warning(ctx context.Context, ref PodRef, reason, message string)
@@ -123,7 +142,7 @@ const ReasonOwnerUnknown = "owner-unknown"
 // table: release when it is gone, being deleted or replaced; preserve when
 // it lives or cannot be asked. key is the Pod key (its namespace is the
 // owner's). The kube package implements it with a fresh GET.
-type OwnerAuthority func(ctx context.Context, key string, c store.Claim) Verdict
+type OwnerAuthority func(ctx context.Context, key string, c ClaimView) Verdict
 
 // Observer receives pipeline metrics. telemetry.Metrics satisfies it.
 type Observer interface {

@@ -92,7 +92,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 
 	auth := &kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}
 	prov := kube.NewProvider(auth, recorder, log)
-	prov.Pods = client.CoreV1()
+	prov.PodClient = client.CoreV1()
 	prov.Sandboxd, prov.NodeName = sbx, cfg.NodeName
 	eng, err := pipeline.New(pipeline.Config{
 		Node:   cfg.NodeName,

@@ -95,7 +95,7 @@ func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
 	if err != nil || p.UID != "uid-b" || p.Labels["late"] != "" || p.Status.Phase != corev1.PodRunning {
 		t.Fatalf("stale events changed the current Pod: %+v err=%v", p, err)
 	}
-	if c, ok := eng.Claim(ns + "/gen"); !ok || c.PodUID != "uid-b" {
+	if c, ok := eng.Lookup(ns + "/gen"); !ok || c.PodUID != "uid-b" {
 		t.Fatalf("claim = %+v, want bound to uid-b", c)
 	}
 	if got := s.Counters(); got["claim_ok"] != 1 || got["release"] != 0 {

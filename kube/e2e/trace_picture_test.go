@@ -134,7 +134,7 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 	cs, dyn := clients(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	prov := kube.NewProvider(&kube.Authorizer{Dynamic: dyn}, nil, log)
-	prov.Pods = cs.CoreV1()
+	prov.PodClient = cs.CoreV1()
 	eng, err := pipeline.New(pipeline.Config{Sandboxd: sbx, Store: st, Reporter: prov, Observer: tel.Metrics, Logger: log})
 	if err != nil {
 		t.Fatal(err)
