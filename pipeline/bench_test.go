@@ -104,10 +104,10 @@ func reportLatency(b *testing.B, elapsed time.Duration, lats []time.Duration) {
 	b.ReportMetric(pct(0.99), "p99-µs")
 }
 
-// BenchmarkSingleflight: per op, 1,000 duplicate Create events for one fresh
+// BenchmarkDuplicateCreates: per op, 1,000 duplicate Create events for one fresh
 // UID, sent by 8 goroutines while its claim is in flight, make exactly one
 // sandboxd claim (asserted). Reports the cost per event.
-func BenchmarkSingleflight(b *testing.B) {
+func BenchmarkDuplicateCreates(b *testing.B) {
 	const events, senders = 1000, 8
 	env := newSim(b, sim.Config{})
 	st := openStore(b, tempStorePath(b), false)
