@@ -238,14 +238,14 @@ func (e *Engine) claimAtSandboxd(ctx context.Context, it Intent) (pool.ClaimResp
 	// it claims a second VM for the same claim_ref.
 	unsettled := e.table.isUnsettled(it.Ref.Key)
 	maybeClaimed := unsettled || !e.startupListed() // see maybeUnheld
-	bo := e.cfg.ClaimRetry.backOff()
+	bo := e.cfg.ClaimRetry.NewBackOff(ctx)
 	attempt := 0
 	op := func() error {
 		attempt++
 		if maybeClaimed {
 			r, found, err := e.recoverLost(ctx, it)
 			if err != nil {
-				bo.observe(err)
+				bo.Observe(err)
 				return retryable(err)
 			}
 			if found {
@@ -260,7 +260,7 @@ func (e *Engine) claimAtSandboxd(ctx context.Context, it Intent) (pool.ClaimResp
 			resp = r
 			return nil
 		}
-		bo.observe(err)
+		bo.Observe(err)
 		if errors.Is(err, pool.ErrBadResponse) || pool.IsRetryable(err) {
 			maybeClaimed = true
 			trace.SpanFromContext(ctx).AddEvent("claim.retry", trace.WithAttributes(

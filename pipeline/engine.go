@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -51,8 +52,9 @@ type Config struct {
 	Logger   *slog.Logger
 
 	// ClaimRetry bounds retries of one claim inside a transaction
-	// (transport errors, 5xx, undecodable answers).
-	ClaimRetry RetryPolicy
+	// (transport errors, 5xx, undecodable answers); zero fields take
+	// DefaultClaimRetry's.
+	ClaimRetry pool.RetryPolicy
 	// RequeueMin/RequeueMax bound the slow retry of a Pod that could not be
 	// claimed (capacity miss, 4xx, exhausted retries, state write failure):
 	// per-UID exponential from Min up to Max. Defaults 1s and 30s.
@@ -96,7 +98,7 @@ func (c *Config) defaults() error {
 	defd(&c.ReleaseTimeout, 10*time.Second)
 	defd(&c.VerifyInterval, 2*time.Second)
 	defd(&c.SettleWindow, 2*time.Minute)
-	c.ClaimRetry.defaults()
+	c.ClaimRetry = c.ClaimRetry.Or(DefaultClaimRetry)
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}

@@ -156,7 +156,7 @@ func testConfig(sbx pipeline.Sandboxd, st pipeline.Store, rep *reporter) pipelin
 		Node:   testNode,
 		Shards: 2, Workers: 4, QueueDepth: 64,
 		Sandboxd: sbx, Store: st, Reporter: rep, Observer: rep, Logger: quiet,
-		ClaimRetry:     pipeline.RetryPolicy{InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond},
+		ClaimRetry:     pool.RetryPolicy{InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond},
 		RequeueMin:     10 * time.Millisecond,
 		RequeueMax:     50 * time.Millisecond,
 		ReleaseTimeout: 5 * time.Second,

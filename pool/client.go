@@ -144,7 +144,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		obs:          o.Observer,
-		retry:        o.Retry.withDefaults(),
+		retry:        o.Retry.WithDefaults(),
 		pooled:       pooled,
 		attempt:      orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
 		claimAttempt: orDefault(o.ClaimTimeout, DefaultClaimTimeout),

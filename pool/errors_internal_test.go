@@ -52,16 +52,14 @@ func TestZeroRetryPolicyTakesTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.retry.MaxAttempts != DefaultMaxAttempts || c.retry.MaxElapsed != DefaultMaxElapsed ||
-		c.retry.InitialInterval != DefaultInitialInterval || c.retry.MaxInterval != DefaultMaxInterval {
+	if c.retry != DefaultRetry {
 		t.Errorf("zero RetryPolicy took %+v, want the defaults", c.retry)
 	}
 }
 
-func TestHintedBackOffWaitsOutRetryAfterWithinItsBounds(t *testing.T) {
-	newHint := func(ctx context.Context, maxElapsed time.Duration) *hintedBackOff {
-		exp := backoff.NewExponentialBackOff(backoff.WithInitialInterval(time.Millisecond), backoff.WithMaxElapsedTime(maxElapsed))
-		h := &hintedBackOff{exp: exp, ctx: ctx, maxElapsed: maxElapsed}
+func TestBackOffWaitsOutRetryAfterWithinItsBounds(t *testing.T) {
+	newHint := func(ctx context.Context, maxElapsed time.Duration) *BackOff {
+		h := RetryPolicy{MaxAttempts: 10, MaxElapsed: maxElapsed, InitialInterval: time.Millisecond}.NewBackOff(ctx)
 		h.Reset()
 		return h
 	}

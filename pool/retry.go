@@ -10,8 +10,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// RetryPolicy bounds the retries of the idempotent calls (Release, List,
-// Get, Info). Claim is never retried here. Zero fields take the defaults.
+// RetryPolicy bounds retries against sandboxd: the client's own retries of
+// the idempotent calls (Release, List, Get, Info), and the pipeline's
+// retries of a claim, which it looks up before each (Claim is never retried
+// inside the client). Zero fields take the defaults.
 type RetryPolicy struct {
 	// MaxAttempts counts the first attempt too; 1 disables retries.
 	// Default 5.
@@ -23,30 +25,29 @@ type RetryPolicy struct {
 	InitialInterval, MaxInterval time.Duration
 }
 
-// Defaults for RetryPolicy.
-const (
-	DefaultMaxAttempts     = 5
-	DefaultMaxElapsed      = 10 * time.Second
-	DefaultInitialInterval = 50 * time.Millisecond
-	DefaultMaxInterval     = 2 * time.Second
-)
+// DefaultRetry is the client's policy for the idempotent calls.
+var DefaultRetry = RetryPolicy{MaxAttempts: 5, MaxElapsed: 10 * time.Second, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second}
 
-func (p RetryPolicy) withDefaults() RetryPolicy {
+// Or returns p with every zero (or negative) field taken from d.
+func (p RetryPolicy) Or(d RetryPolicy) RetryPolicy {
 	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = DefaultMaxAttempts
+		p.MaxAttempts = d.MaxAttempts
 	}
 	if p.MaxElapsed <= 0 {
-		p.MaxElapsed = DefaultMaxElapsed
+		p.MaxElapsed = d.MaxElapsed
 	}
 	if p.InitialInterval <= 0 {
-		p.InitialInterval = DefaultInitialInterval
+		p.InitialInterval = d.InitialInterval
 	}
 	if p.MaxInterval <= 0 {
-		p.MaxInterval = DefaultMaxInterval
+		p.MaxInterval = d.MaxInterval
 	}
 	p.MaxInterval = max(p.MaxInterval, p.InitialInterval)
 	return p
 }
+
+// WithDefaults returns p with every zero field taken from DefaultRetry.
+func (p RetryPolicy) WithDefaults() RetryPolicy { return p.Or(DefaultRetry) }
 
 // withRetry runs op until it succeeds, fails permanently (IsRetryable is
 // false), or the policy or ctx runs out. Every retry adds a "sandboxd.retry"
@@ -56,14 +57,8 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // errors.Is(err, context.DeadlineExceeded) holds and IsRetryable is false)
 // and names the last attempt's error in its text.
 func (c *Client) withRetry(ctx context.Context, verb string, op func() error) error {
-	p := c.retry
-	exp := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(p.InitialInterval),
-		backoff.WithMaxInterval(p.MaxInterval),
-		backoff.WithMaxElapsedTime(p.MaxElapsed),
-	)
-	hint := &hintedBackOff{exp: exp, ctx: ctx, maxElapsed: p.MaxElapsed}
-	b := backoff.WithContext(backoff.WithMaxRetries(hint, uint64(p.MaxAttempts-1)), ctx)
+	hint := c.retry.NewBackOff(ctx)
+	b := backoff.WithContext(hint, ctx)
 
 	span := trace.SpanFromContext(ctx)
 	attempt := 0
@@ -78,7 +73,7 @@ func (c *Client) withRetry(ctx context.Context, verb string, op func() error) er
 		if !IsRetryable(err) {
 			return backoff.Permanent(err)
 		}
-		hint.floor = RetryAfter(err)
+		hint.Observe(err)
 		return err
 	}, b, func(err error, wait time.Duration) {
 		span.AddEvent("sandboxd.retry", trace.WithAttributes(
@@ -95,21 +90,45 @@ func (c *Client) withRetry(ctx context.Context, verb string, op func() error) er
 	return err
 }
 
-// hintedBackOff is the exponential backoff with a floor: a server's
-// Retry-After is waited out in full, never undercut by a shorter interval.
-// Two bounds still win over the hint: MaxElapsed, and the caller's deadline.
-// When the next wait would outlive either, it stops now and the caller gets
-// the real error at once instead of a context error after a useless sleep.
+// BackOff is the policy's exponential backoff (a backoff.BackOff) with a
+// floor: a server's Retry-After, passed in with Observe, is waited out in
+// full, never undercut by a shorter interval. The attempt limit,
+// MaxElapsed and the caller's deadline still win over the hint: when the
+// next wait would outlive either time bound, it stops now and the caller
+// gets the real error at once instead of a context error after a useless
+// sleep. It is the one retry schedule for every sandboxd call.
 //
 // Not safe for concurrent use; each call builds its own.
-type hintedBackOff struct {
+type BackOff struct {
 	exp        *backoff.ExponentialBackOff
 	ctx        context.Context
 	maxElapsed time.Duration
+	left       uint64        // retries left (MaxAttempts-1 at the start)
+	retries    uint64        // the policy's MaxAttempts-1, for Reset
 	floor      time.Duration // Retry-After of the last failure, consumed once
 }
 
-func (h *hintedBackOff) NextBackOff() time.Duration {
+// NewBackOff starts the schedule of one call made under ctx.
+func (p RetryPolicy) NewBackOff(ctx context.Context) *BackOff {
+	p = p.WithDefaults()
+	exp := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.InitialInterval),
+		backoff.WithMaxInterval(p.MaxInterval),
+		backoff.WithMaxElapsedTime(p.MaxElapsed),
+	)
+	n := uint64(p.MaxAttempts - 1)
+	return &BackOff{exp: exp, ctx: ctx, maxElapsed: p.MaxElapsed, left: n, retries: n}
+}
+
+// Observe records the failure the next wait follows: its Retry-After, if
+// any, becomes that wait's floor.
+func (h *BackOff) Observe(err error) { h.floor = RetryAfter(err) }
+
+func (h *BackOff) NextBackOff() time.Duration {
+	if h.left == 0 {
+		return backoff.Stop
+	}
+	h.left--
 	next := h.exp.NextBackOff()
 	if next == backoff.Stop {
 		return backoff.Stop
@@ -128,7 +147,8 @@ func (h *hintedBackOff) NextBackOff() time.Duration {
 	return next
 }
 
-func (h *hintedBackOff) Reset() {
+func (h *BackOff) Reset() {
 	h.exp.Reset()
+	h.left = h.retries
 	h.floor = 0
 }
