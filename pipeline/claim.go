@@ -27,7 +27,9 @@ const (
 	ReasonOwnerConflict = "SandboxOwnerConflict"
 )
 
-// Claim transaction outcomes, as metric labels.
+// Claim transaction outcomes: the vksandbox.outcome span attribute and the
+// outcome label of vksandbox_claim_duration_seconds. This package owns the
+// vocabulary; telemetry records whatever it is handed.
 const (
 	OutcomeRunning    = "running"
 	OutcomeAdopted    = "adopted"
@@ -41,6 +43,27 @@ const (
 	// OutcomeDeferred: the shard was full; the intent is offered again.
 	OutcomeDeferred = "deferred"
 )
+
+// Outcomes lists every outcome a finished transaction records (deferred is
+// a span attribute only: a deferred intent has not run).
+var Outcomes = []string{OutcomeRunning, OutcomeAdopted, OutcomeCapacity, OutcomeError, OutcomeRolledBack, OutcomeWaiting, OutcomeSuperseded}
+
+// Decision kinds: the kind label of vksandbox_decisions_total. Reasons are
+// the verdict reasons and a few fixed words, never an error string.
+const (
+	DecisionAdopt             = "adopt"
+	DecisionPreserve          = "preserve"
+	DecisionRelease           = "release"
+	DecisionReleaseFailed     = "release_failed"
+	DecisionRenew             = "renew"
+	DecisionQuarantineLifted  = "quarantine_lifted"
+	DecisionQuarantineDropped = "quarantine_dropped"
+	DecisionLeaseExpired      = "lease_expired"
+)
+
+// DecisionKinds lists every decision kind.
+var DecisionKinds = []string{DecisionAdopt, DecisionPreserve, DecisionRelease, DecisionReleaseFailed, DecisionRenew,
+	DecisionQuarantineLifted, DecisionQuarantineDropped, DecisionLeaseExpired}
 
 // errUnrecoverable: a sandbox exists for this claim_ref, but its credential
 // cannot be fetched (no root token). It is left to its lease, never claimed
@@ -144,7 +167,7 @@ func (e *Engine) adopt(ctx context.Context, it Intent, c store.Claim) txResult {
 	if c.OwnerUID == "" {
 		reason = "bare-pod"
 	}
-	e.obs.Decision(ctx, "adopt", reason)
+	e.obs.Decision(ctx, DecisionAdopt, reason)
 	e.log.InfoContext(ctx, "adopted claim in place", "pod", ref.Key, "claim", c.ID, "reason", reason)
 	e.publishRunning(ctx, it, c, true)
 	return done(OutcomeAdopted)
@@ -190,7 +213,7 @@ func (e *Engine) persistOrRollBack(ctx context.Context, it Intent, c store.Claim
 			return res
 		}
 		e.table.clearTentative(ref.Key)
-		e.obs.Decision(ctx, "release", "rollback")
+		e.obs.Decision(ctx, DecisionRelease, "rollback")
 		res.outcome = OutcomeRolledBack
 		return res
 	}

@@ -80,7 +80,7 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 		attribute.String("vksandbox.verdict.reason", v.Reason))
 	res := DeleteResult{Held: true, Verdict: v}
 	if !v.Release {
-		e.obs.Decision(ctx, "preserve", v.Reason)
+		e.obs.Decision(ctx, DecisionPreserve, v.Reason)
 		e.log.InfoContext(ctx, "pod deleted without owner authority: VM preserved for adoption",
 			"pod", ref.Key, "claim", c.ID, "reason", v.Reason)
 		// Held for a Pod that is gone: if no replacement adopts it, its
@@ -113,7 +113,7 @@ func (e *Engine) authorizeSpan(ctx context.Context, authorize func(context.Conte
 // forgotten only once sandboxd confirms the VM is gone (see releaseVM).
 func (e *Engine) release(ctx context.Context, key string, c store.Claim, st State, reason string) error {
 	if err := e.releaseVM(ctx, key, c.ID, c.Token); err != nil {
-		e.obs.Decision(ctx, "release_failed", reason)
+		e.obs.Decision(ctx, DecisionReleaseFailed, reason)
 		return keyErr(key, "release of "+c.ID, err)
 	}
 	switch st {
@@ -128,7 +128,7 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 		}
 		e.forgetRow(key)
 	}
-	e.obs.Decision(ctx, "release", reason)
+	e.obs.Decision(ctx, DecisionRelease, reason)
 	e.log.InfoContext(ctx, "released VM", "pod", key, "claim", c.ID, "reason", reason)
 	return nil
 }
@@ -160,7 +160,7 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, authorize func(co
 	v := authorize(ctx)
 	res := DeleteResult{Held: true, Verdict: v}
 	if !v.Release {
-		e.obs.Decision(ctx, "preserve", v.Reason)
+		e.obs.Decision(ctx, DecisionPreserve, v.Reason)
 		e.log.InfoContext(ctx, "pod deleted without owner authority: unheld VMs kept for the next claim to recover",
 			"pod", ref.Key, "sandboxes", len(ids), "reason", v.Reason)
 		return res, nil

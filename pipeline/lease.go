@@ -128,11 +128,11 @@ func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
 	}
 	if err == nil {
 		e.leases.ok(key)
-		e.obs.Decision(ctx, "renew", "ok")
+		e.obs.Decision(ctx, DecisionRenew, "ok")
 		return
 	}
 	e.leases.failed(key, now)
-	e.obs.Decision(ctx, "renew", "failed")
+	e.obs.Decision(ctx, DecisionRenew, "failed")
 	err = keyErr(key, "lease renewal of "+c.ID, err)
 	if errors.Is(err, pool.ErrNotFound) {
 		// Gone, or the stored token is refused: the expiry check at the
@@ -177,7 +177,7 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 		return
 	}
 	e.forgetRow(key)
-	e.obs.Decision(ctx, "lease_expired", "not-listed")
+	e.obs.Decision(ctx, DecisionLeaseExpired, "not-listed")
 	e.log.Info("lease ended", "pod", key, "claim", c.ID, "deadline", c.Deadline)
 	e.rep.Expired(ctx, PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID}, viewOf(c, StateNone))
 }

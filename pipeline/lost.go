@@ -60,7 +60,7 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 		if !fit {
 			reason = "lost-response-other-shape"
 		}
-		e.obs.Decision(ctx, "release", reason)
+		e.obs.Decision(ctx, DecisionRelease, reason)
 	}
 	if !found && unrecoverable {
 		return pool.ClaimResponse{}, false, errUnrecoverable

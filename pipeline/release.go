@@ -49,6 +49,6 @@ func (e *Engine) releaseVM(ctx context.Context, key, id, token string) error {
 	if err := e.sbx.Release(ctx, id, ""); err != nil && !errors.Is(err, pool.ErrNotFound) {
 		return err
 	}
-	e.obs.Decision(ctx, "release", "root-token-fallback")
+	e.obs.Decision(ctx, DecisionRelease, "root-token-fallback")
 	return nil
 }

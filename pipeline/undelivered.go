@@ -45,7 +45,7 @@ func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox) bool {
 		e.log.WarnContext(ctx, "orphan scan: release of an undelivered VM failed; tried again next scan", "pod", key, "claim", r.ID, "error", err)
 		return false
 	}
-	e.obs.Decision(ctx, "release", "undelivered")
+	e.obs.Decision(ctx, DecisionRelease, "undelivered")
 	e.log.InfoContext(ctx, "released a VM this node made for a Pod and never delivered (a claim that finished after its answer was lost)",
 		"pod", key, "claim", r.ID)
 	return true

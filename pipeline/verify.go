@@ -83,13 +83,13 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 			if _, ok := listed[c.ID]; ok {
 				e.table.lift(key)
 				lifted++
-				e.obs.Decision(ctx, "quarantine_lifted", "listed")
+				e.obs.Decision(ctx, DecisionQuarantineLifted, "listed")
 			} else if err := e.store.Delete(ctx, key); err != nil {
 				failed = err // stays quarantined; the next try drops it
 			} else {
 				e.forgetRow(key)
 				dropped++
-				e.obs.Decision(ctx, "quarantine_dropped", "not-listed")
+				e.obs.Decision(ctx, DecisionQuarantineDropped, "not-listed")
 				e.log.Info("dropped a loaded claim that sandboxd no longer holds", "pod", key, "claim", c.ID)
 			}
 		}

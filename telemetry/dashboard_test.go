@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/prometheus/common/expfmt"
@@ -168,9 +169,9 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	tel, _ := setupInMemory(t)
 	m := tel.Metrics
 	ctx := context.Background()
-	// "waiting" is pipeline.OutcomeWaiting (a quarantined key), which has
-	// no constant here; telemetry cannot import pipeline.
-	for _, o := range []string{OutcomeRunning, OutcomeAdopted, OutcomeCapacityMiss, OutcomeError, OutcomeRolledBack, "waiting"} {
+	// The vocabularies are the producer's (pipeline); telemetry records
+	// whatever it is handed.
+	for _, o := range pipeline.Outcomes {
 		m.ClaimLatency(ctx, o, time.Millisecond)
 	}
 	m.SandboxdRequest(ctx, "claim", 200, time.Millisecond)
@@ -179,8 +180,7 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	m.StoreCommit(3, 512, 100*time.Microsecond)
 	m.StoreCompaction(time.Second, true)
 	m.StoreCompaction(time.Millisecond, false)
-	for _, k := range []string{DecisionAdopt, DecisionPreserve, DecisionRelease, DecisionReleaseFailed,
-		DecisionQuarantineLifted, DecisionQuarantineDropped, DecisionLeaseExpired} {
+	for _, k := range pipeline.DecisionKinds {
 		m.Decision(ctx, k, "r")
 	}
 	m.OrphanVerdicts(1, 2)

@@ -13,7 +13,7 @@
 //	go http.ListenAndServe(addr, tel.Handler(ready))
 //	ctx, span := tel.Tracer().Start(ctx, "claim")
 //	defer span.End()
-//	tel.Metrics.ClaimLatency(ctx, telemetry.OutcomeRunning, d)
+//	tel.Metrics.ClaimLatency(ctx, pipeline.OutcomeRunning, d)
 //
 // Trace export is configured only by the standard OTEL_* environment
 // variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,

@@ -12,28 +12,6 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 )
 
-// Claim outcomes: the only values ClaimLatency's outcome should take. A
-// label value outside a fixed set is a cardinality leak.
-const (
-	OutcomeRunning      = "running"
-	OutcomeAdopted      = "adopted"
-	OutcomeCapacityMiss = "capacity_miss"
-	OutcomeError        = "error"
-	OutcomeRolledBack   = "rolled_back"
-)
-
-// Decision kinds for Decision. Reasons are the caller's, but must likewise
-// come from a small fixed set, never from an error string.
-const (
-	DecisionAdopt             = "adopt"
-	DecisionPreserve          = "preserve"
-	DecisionRelease           = "release"
-	DecisionReleaseFailed     = "release_failed"
-	DecisionQuarantineLifted  = "quarantine_lifted"
-	DecisionQuarantineDropped = "quarantine_dropped"
-	DecisionLeaseExpired      = "lease_expired"
-)
-
 // latencyBuckets span 100µs (a cache-hit claim) to 10s (a sandboxd call
 // at its timeout). Shared by every duration histogram so panels line up.
 var latencyBuckets = []float64{
@@ -154,7 +132,8 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 }
 
 // ClaimLatency records one finished claim transaction. outcome is one of
-// the Outcome* constants.
+// pipeline.Outcomes: a label value outside a fixed set is a cardinality
+// leak.
 func (m *Metrics) ClaimLatency(ctx context.Context, outcome string, d time.Duration) {
 	if m == nil {
 		return
@@ -197,8 +176,9 @@ func (m *Metrics) StoreCompaction(took time.Duration, ok bool) {
 	m.storeCompactTime.Record(ctx, took.Seconds())
 }
 
-// Decision counts one lifecycle decision. kind is one of the Decision*
-// constants; reason must come from a small fixed set.
+// Decision counts one lifecycle decision. kind is one of
+// pipeline.DecisionKinds; reason must come from a small fixed set, never
+// an error string.
 func (m *Metrics) Decision(ctx context.Context, kind, reason string) {
 	if m == nil {
 		return

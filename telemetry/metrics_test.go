@@ -11,14 +11,14 @@ import (
 
 // exercise calls every Metrics method once; each call must move a series.
 func exercise(ctx context.Context, m *Metrics, depth []int, held int) {
-	m.ClaimLatency(ctx, OutcomeRunning, 3*time.Millisecond)
+	m.ClaimLatency(ctx, "running", 3*time.Millisecond)
 	m.SandboxdRequest(ctx, "claim", 429, 20*time.Millisecond)
 	m.SandboxdObserver().Request("release", 200, time.Millisecond)
 	m.StoreCommit(4, 512, 2*time.Millisecond)
 	m.StoreObserver().Commit(2, 256, time.Millisecond)
 	m.StoreObserver().Compact(100, 40*time.Millisecond, nil)
 	m.StoreCompaction(time.Millisecond, false)
-	m.Decision(ctx, DecisionPreserve, "no_authority")
+	m.Decision(ctx, "preserve", "no_authority")
 	m.OrphanVerdicts(len(depth), held)
 	m.OrphanScan(true)
 	m.OrphanScan(false)
@@ -90,7 +90,7 @@ func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
 func TestHistogramExemplarCarriesSampledTraceID(t *testing.T) {
 	tel, _ := setupInMemory(t)
 	ctx, span := tel.Tracer().Start(context.Background(), "claim")
-	tel.Metrics.ClaimLatency(ctx, OutcomeAdopted, 40*time.Millisecond)
+	tel.Metrics.ClaimLatency(ctx, "adopted", 40*time.Millisecond)
 	span.End()
 
 	_, body := get(t, tel.Handler(nil), "/metrics", "application/openmetrics-text")
@@ -135,9 +135,9 @@ func TestNilAndNopMetricsAreSafe(t *testing.T) {
 func TestDecisionsPastLabelCacheCapStillCount(t *testing.T) {
 	tel, _ := setupInMemory(t)
 	for i := range attrCacheMax + 10 {
-		tel.Metrics.Decision(context.Background(), DecisionRelease, "r"+strconv.Itoa(i))
+		tel.Metrics.Decision(context.Background(), "release", "r"+strconv.Itoa(i))
 	}
-	tel.Metrics.Decision(context.Background(), DecisionRelease, "r"+strconv.Itoa(attrCacheMax+5))
+	tel.Metrics.Decision(context.Background(), "release", "r"+strconv.Itoa(attrCacheMax+5))
 	_, body := get(t, tel.Handler(nil), "/metrics", "")
 	if v, _ := sample(body, `vksandbox_decisions_total{kind="release",reason="r`+strconv.Itoa(attrCacheMax+5)+`"}`); v != 2 {
 		t.Fatalf("uncached combination counted %v, want 2", v)

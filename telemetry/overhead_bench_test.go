@@ -97,9 +97,9 @@ func BenchmarkClaimMetrics(b *testing.B) {
 		m := tel.Metrics
 		b.ReportAllocs()
 		for b.Loop() {
-			m.ClaimLatency(ctx, OutcomeRunning, 700*time.Microsecond)
+			m.ClaimLatency(ctx, "running", 700*time.Microsecond)
 			m.SandboxdRequest(ctx, "claim", 200, 500*time.Microsecond)
-			m.Decision(ctx, DecisionAdopt, "restart")
+			m.Decision(ctx, "adopt", "restart")
 		}
 	}
 	b.Run("unsampled", func(b *testing.B) {
