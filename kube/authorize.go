@@ -44,7 +44,7 @@ const (
 // cache: a stale cache is exactly how an eviction would destroy live VMs).
 type Authorizer struct {
 	Dynamic dynamic.Interface // nil: every owned Pod is preserved
-	Timeout time.Duration     // per GET; default 5s
+	Timeout time.Duration     // per GET; 0 is DefaultOwnerGetTimeout
 
 	// Concurrent questions about one owner share one GET: virtual-kubelet
 	// may call DeletePod twice at once, the re-authorization loop may ask
@@ -93,7 +93,7 @@ func (a *Authorizer) ask(ctx context.Context, namespace string, owner *metav1.Ow
 	}
 	timeout := a.Timeout
 	if timeout <= 0 {
-		timeout = 5 * time.Second
+		timeout = DefaultOwnerGetTimeout
 	}
 	ctx, span := ownerTracer.Start(ctx, "owner.get", trace.WithAttributes(
 		attribute.String("vksandbox.owner", namespace+"/"+ownerString(owner))))

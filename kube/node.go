@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
@@ -27,17 +28,24 @@ const (
 	TaintKey     = "virtual-kubelet.io/provider"
 )
 
+// DefaultNodeOptions are the values NodeOptions' zero fields take, and the
+// defaults of vk-sandbox's matching flags: the one place they are set.
+var DefaultNodeOptions = NodeOptions{ListenAddr: ":10260", CPU: "4000", Memory: "8Ti", Pods: 2000, Workers: 64}
+
+// DefaultOwnerGetTimeout bounds each owner GET when Authorizer.Timeout is 0.
+const DefaultOwnerGetTimeout = 5 * time.Second
+
 // NodeOptions configures the virtual node. Zero values take the defaults
 // documented on each field.
 type NodeOptions struct {
 	Name       string            // required
 	IP         string            // InternalIP address, optional
-	ListenAddr string            // kubelet API; default ":10260"; its port is the kubeletEndpoint
+	ListenAddr string            // kubelet API; its port is the kubeletEndpoint
 	Labels     map[string]string // added to type=virtual-kubelet and the runtime label
-	CPU        string            // default "4000"
-	Memory     string            // default "8Ti"
-	Pods       int               // default 2000
-	TLS        *tls.Config       // kubelet serving TLS (KubeletTLS)
+	CPU        string
+	Memory     string
+	Pods       int
+	TLS        *tls.Config // kubelet serving TLS (KubeletTLS)
 	Version    string
 
 	Client        kubernetes.Interface // required
@@ -105,7 +113,7 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 		return nil, fmt.Errorf("node: a name, a client and an event recorder are required")
 	}
 	if o.ListenAddr == "" {
-		o.ListenAddr = ":10260"
+		o.ListenAddr = DefaultNodeOptions.ListenAddr
 	}
 	_, portStr, err := net.SplitHostPort(o.ListenAddr)
 	if err != nil {
@@ -121,7 +129,7 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 	}
 	workers := o.Workers
 	if workers <= 0 {
-		workers = 64
+		workers = DefaultNodeOptions.Workers
 	}
 	if len(o.ClientCA) > 0 && o.NoAuth {
 		return nil, fmt.Errorf("node: a client CA authenticates kubelet API clients, which --unsafe-kubelet-no-auth turns off: give one or the other")
@@ -195,17 +203,17 @@ func nodeCapacity(o NodeOptions) (corev1.ResourceList, error) {
 		}
 		return v
 	}
-	cpu, err := resource.ParseQuantity(def(o.CPU, "4000"))
+	cpu, err := resource.ParseQuantity(def(o.CPU, DefaultNodeOptions.CPU))
 	if err != nil {
 		return nil, fmt.Errorf("node: --node-cpu %q: %w", o.CPU, err)
 	}
-	mem, err := resource.ParseQuantity(def(o.Memory, "8Ti"))
+	mem, err := resource.ParseQuantity(def(o.Memory, DefaultNodeOptions.Memory))
 	if err != nil {
 		return nil, fmt.Errorf("node: --node-memory %q: %w", o.Memory, err)
 	}
 	pods := o.Pods
 	if pods <= 0 {
-		pods = 2000
+		pods = DefaultNodeOptions.Pods
 	}
 	return corev1.ResourceList{
 		corev1.ResourceCPU:    cpu,

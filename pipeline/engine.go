@@ -73,6 +73,14 @@ type Config struct {
 	SettleWindow time.Duration
 }
 
+// Defaults are the values Config's zero fields take, and the defaults of
+// vk-sandbox's matching flags: the one place they are set.
+var Defaults = Config{
+	Node: "vk-sandboxd", Shards: 8, Workers: 32, QueueDepth: 1024,
+	RequeueMin: time.Second, RequeueMax: 30 * time.Second, ReleaseTimeout: 10 * time.Second,
+	VerifyInterval: 2 * time.Second, SettleWindow: 2 * time.Minute, ClaimRetry: DefaultClaimRetry,
+}
+
 func (c *Config) defaults() error {
 	if c.Sandboxd == nil || c.Store == nil || c.Reporter == nil {
 		return errors.New("pipeline: Sandboxd, Store and Reporter are required")
@@ -87,18 +95,19 @@ func (c *Config) defaults() error {
 			*v = d
 		}
 	}
+	d := Defaults
 	if c.Node == "" {
-		c.Node = "vk-sandboxd"
+		c.Node = d.Node
 	}
-	def(&c.Shards, 8)
-	def(&c.Workers, 32)
-	def(&c.QueueDepth, 1024)
-	defd(&c.RequeueMin, time.Second)
-	defd(&c.RequeueMax, 30*time.Second)
-	defd(&c.ReleaseTimeout, 10*time.Second)
-	defd(&c.VerifyInterval, 2*time.Second)
-	defd(&c.SettleWindow, 2*time.Minute)
-	c.ClaimRetry = c.ClaimRetry.Or(DefaultClaimRetry)
+	def(&c.Shards, d.Shards)
+	def(&c.Workers, d.Workers)
+	def(&c.QueueDepth, d.QueueDepth)
+	defd(&c.RequeueMin, d.RequeueMin)
+	defd(&c.RequeueMax, d.RequeueMax)
+	defd(&c.ReleaseTimeout, d.ReleaseTimeout)
+	defd(&c.VerifyInterval, d.VerifyInterval)
+	defd(&c.SettleWindow, d.SettleWindow)
+	c.ClaimRetry = c.ClaimRetry.Or(d.ClaimRetry)
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
@@ -49,11 +51,12 @@ type config struct {
 	Version                             bool
 }
 
-// Worker-count defaults: the flags' defaults, and what 0 or less means.
-const (
-	defaultShards          = 8
-	defaultWorkersPerShard = 32
-	defaultVKWorkers       = 64
+// Worker-count defaults: the flags' defaults, and what 0 or less means;
+// the libraries own the values.
+var (
+	defaultShards          = pipeline.Defaults.Shards
+	defaultWorkersPerShard = pipeline.Defaults.Workers
+	defaultVKWorkers       = kube.DefaultNodeOptions.Workers
 )
 
 func parseFlags(args []string) (*config, error) {
@@ -71,22 +74,22 @@ func parseFlags(args []string) (*config, error) {
 
 // defineFlags declares every flag of the binary into c.
 func defineFlags(fs *flag.FlagSet, c *config) {
-	fs.StringVar(&c.NodeName, "node-name", "vk-sandboxd", "virtual node name")
+	fs.StringVar(&c.NodeName, "node-name", pipeline.Defaults.Node, "virtual node name")
 	fs.StringVar(&c.NodeIP, "node-ip", "", "node InternalIP address")
-	fs.StringVar(&c.ListenAddr, "listen-addr", ":10260", "kubelet API listen address; its port is advertised as the kubelet endpoint")
+	fs.StringVar(&c.ListenAddr, "listen-addr", kube.DefaultNodeOptions.ListenAddr, "kubelet API listen address; its port is advertised as the kubelet endpoint")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "kubelet serving certificate (empty: self-signed P-256)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "kubelet serving key")
 	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "PEM CA bundle that verifies kubelet API client certificates, such as the apiserver's kubelet client certificate (empty: bearer tokens only, so kubectl exec, port-forward, logs and top through the apiserver are refused)")
-	fs.StringVar(&c.NodeCPU, "node-cpu", "4000", "node cpu capacity")
-	fs.StringVar(&c.NodeMemory, "node-memory", "8Ti", "node memory capacity")
-	fs.IntVar(&c.NodePods, "node-pods", 2000, "node pod capacity")
+	fs.StringVar(&c.NodeCPU, "node-cpu", kube.DefaultNodeOptions.CPU, "node cpu capacity")
+	fs.StringVar(&c.NodeMemory, "node-memory", kube.DefaultNodeOptions.Memory, "node memory capacity")
+	fs.IntVar(&c.NodePods, "node-pods", kube.DefaultNodeOptions.Pods, "node pod capacity")
 	fs.StringVar(&c.SandboxdURL, "sandboxd-url", "http://127.0.0.1:7777", "sandboxd base URL")
 	fs.StringVar(&c.AdvertiseAddr, "sandboxd-advertise-addr", "", "sandboxd address published in NodeInventory (default: host:port of --sandboxd-url)")
 	fs.StringVar(&c.TokenFile, "sandboxd-token-file", "", "file holding the sandboxd bearer token: the node's root api_token, or a tenant token (fewer features, see docs)")
 	fs.StringVar(&c.StatePath, "state-path", "/var/lib/vk-sandbox/claims.json", "claim state file: the only authority to release this node's VMs (required, must be writable)")
 	fs.DurationVar(&c.OrphanScanInterval, "orphan-scan-interval", 60*time.Second, "orphan audit interval; 0 disables (reports only, never releases)")
 	fs.DurationVar(&c.ReauthorizeInterval, "reauthorize-interval", time.Minute, "how often the recorded owner of a claim held for a Pod that is gone (preserved, or its release failed) is asked again; a release verdict releases it. 0 disables")
-	fs.DurationVar(&c.SettleWindow, "settle-window", 2*time.Minute, "how long a VM this node made may stay undelivered (a claim that finished after its answer was lost) before the orphan scan releases it; keep it above --sandboxd-claim-timeout")
+	fs.DurationVar(&c.SettleWindow, "settle-window", pipeline.Defaults.SettleWindow, "how long a VM this node made may stay undelivered (a claim that finished after its answer was lost) before the orphan scan releases it; keep it above --sandboxd-claim-timeout")
 	fs.BoolVar(&c.PublishInventory, "publish-inventory", false, "server-side-apply a NodeInventory object for this node")
 	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "NodeInventory publish interval")
 	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]; the built-in type and runtime labels are applied after them and cannot be overridden")
@@ -99,10 +102,10 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.VKWorkers, "vk-workers", defaultVKWorkers, "virtual-kubelet sync/status workers")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":10261", "Prometheus /metrics, /healthz and /readyz listen address; empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.DurationVar(&c.RequeueMax, "requeue-max", 30*time.Second, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
+	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
 	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
-	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", 5*time.Second, "timeout of the owner GET on delete; a timeout preserves the VM")
+	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", kube.DefaultOwnerGetTimeout, "timeout of the owner GET on delete; a timeout preserves the VM")
 	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight claims")
 	fs.BoolVar(&c.DefaultRateLimiters, "default-rate-limiters", false, "keep virtual-kubelet's 10 qps/100 burst queue limiter (benchmark comparison only)")
