@@ -78,7 +78,7 @@ func (a *Authorizer) RecordedOwner(ctx context.Context, key string, c pipeline.C
 	if !ok {
 		return pipeline.Verdict{Reason: ReasonOwnerUnnamed}
 	}
-	ns, _, _ := strings.Cut(key, "/")
+	ns, _, _ := splitKey(key)
 	return a.ask(ctx, ns, owner)
 }
 

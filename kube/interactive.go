@@ -37,7 +37,7 @@ var _ Sandboxd = (*pool.Client)(nil)
 // A quarantined or tentative claim, or one held for an older or newer
 // generation of the name, is not the Pod's yet.
 func (p *Provider) target(namespace, name string) (sandbox, error) {
-	key := namespace + "/" + name
+	key := joinKey(namespace, name)
 	pod := p.cache.get(key)
 	if pod == nil {
 		return sandbox{}, errdefs.NotFoundf("pod %s is not known to this node", key)

@@ -13,7 +13,7 @@ import (
 // answer is an InvalidInput (400), which the apiserver hands to kubectl
 // word for word.
 func (p *Provider) GetContainerLogs(_ context.Context, namespace, name, _ string, _ api.ContainerLogOpts) (io.ReadCloser, error) {
-	key := namespace + "/" + name
+	key := joinKey(namespace, name)
 	pod := p.cache.get(key)
 	if pod == nil {
 		return nil, errdefs.NotFoundf("pod %s is not known to this node", key)

@@ -1,8 +1,6 @@
 package kube
 
 import (
-	"strings"
-
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +23,7 @@ const annRestored = "sandbox.cocoonstack.io/restored-from-state"
 func (p *Provider) Restore(rangeRows func(func(key string, c pipeline.ClaimView) bool)) int {
 	n := 0
 	rangeRows(func(key string, c pipeline.ClaimView) bool {
-		ns, name, ok := strings.Cut(key, "/")
+		ns, name, ok := splitKey(key)
 		if !ok {
 			return true
 		}
