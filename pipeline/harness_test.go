@@ -367,21 +367,6 @@ func describe(evs []event) string {
 	return s
 }
 
-// eventually polls cond (state held by something that does not notify, such
-// as the emulator's counters) until it holds or the deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // ---- orphan observer fake -----------------------------------------------
 
 type orphanObs struct {

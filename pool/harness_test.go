@@ -138,18 +138,6 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // statuses is an Observer that records every attempt.
 type statuses struct {
 	mu  sync.Mutex

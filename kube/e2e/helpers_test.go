@@ -20,13 +20,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testwait"
 )
 
 const (
@@ -212,7 +212,7 @@ func (n *vkNode) log() string {
 func (n *vkNode) waitReady() {
 	n.t.Helper()
 	cs, _ := clients(n.t)
-	poll(n.t, "node "+n.Name+" Ready", func(ctx context.Context) (bool, error) {
+	testwait.ForCtx(n.t, waitFor, "node "+n.Name+" Ready", func(ctx context.Context) (bool, error) {
 		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -240,16 +240,6 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// poll waits for cond with a deadline; it never stands in for a sleep.
-func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 func newNamespace(t *testing.T) string {
@@ -291,7 +281,7 @@ func deletePod(t *testing.T, ns, name string) {
 	if err := cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatalf("delete pod %s/%s: %v", ns, name, err)
 	}
-	poll(t, "pod "+ns+"/"+name+" gone", func(ctx context.Context) (bool, error) {
+	testwait.ForCtx(t, waitFor, "pod "+ns+"/"+name+" gone", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		return err != nil, nil
 	})
@@ -301,7 +291,7 @@ func waitPod(t *testing.T, ns, name, what string, cond func(*corev1.Pod) bool) *
 	t.Helper()
 	cs, _ := clients(t)
 	var last *corev1.Pod
-	poll(t, fmt.Sprintf("pod %s/%s %s", ns, name, what), func(ctx context.Context) (bool, error) {
+	testwait.ForCtx(t, waitFor, fmt.Sprintf("pod %s/%s %s", ns, name, what), func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

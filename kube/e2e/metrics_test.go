@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testwait"
 )
 
 // The real binary's /metrics moves with the work it does (the telemetry contract (docs/observability.md)):
@@ -188,7 +189,7 @@ func scrape(t *testing.T, url string) series {
 func waitSeries(t *testing.T, url, what string, cond func(series) bool) series {
 	t.Helper()
 	var last series
-	poll(t, "metrics: "+what, func(context.Context) (bool, error) {
+	testwait.ForCtx(t, waitFor, "metrics: "+what, func(context.Context) (bool, error) {
 		last = scrape(t, url)
 		return cond(last), nil
 	})

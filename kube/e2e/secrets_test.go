@@ -21,6 +21,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testwait"
 )
 
 // r6Full switches TestR6Secrets to its full size (VK_RELIABILITY=full).
@@ -92,7 +93,7 @@ func secretsRun(t *testing.T, pods int, root bool) {
 	const shortLived = "sec-lease"
 	createPod(t, sandboxPod(ns, shortLived, n.Name, annotate(kube.AnnTTL, "5")))
 	var leaseTok string
-	poll(t, "the short-lived VM listed", func(context.Context) (bool, error) {
+	testwait.ForCtx(t, waitFor, "the short-lived VM listed", func(context.Context) (bool, error) {
 		for _, sb := range n.live() {
 			if podKeyOf(sb) == ns+"/"+shortLived {
 				leaseTok = sb.Token
@@ -160,13 +161,13 @@ func secretsRun(t *testing.T, pods int, root bool) {
 			deletePod(t, ns, name)
 		}
 	}
-	poll(t, "every sandbox released", func(context.Context) (bool, error) { return len(n.live()) == 0, nil })
+	testwait.ForCtx(t, waitFor, "every sandbox released", func(context.Context) (bool, error) { return len(n.live()) == 0, nil })
 	waitPod(t, ns, shortLived, "Failed at the end of its lease", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == kube.ReasonLeaseExpired
 	})
 	// Every failure path ran and left its Event, so its message is searched.
 	failures := []string{kube.EventReleaseFailed, pipeline.ReasonClaimFailed, pipeline.ReasonCapacity, kube.EventExpired}
-	poll(t, "an Event of every failure path", func(context.Context) (bool, error) {
+	testwait.ForCtx(t, waitFor, "an Event of every failure path", func(context.Context) (bool, error) {
 		return len(missingReasons(t, ns, failures)) == 0, nil
 	})
 	if r := n.counter("release"); r < int64(pods)+2 {

@@ -17,6 +17,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
+	"github.com/cocoonstack/vk-sandbox/pool/testwait"
 )
 
 // A delete or update that carries an older generation's UID must be
@@ -61,7 +62,7 @@ func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
 
 	running := func(uid types.UID) *corev1.Pod {
 		var p *corev1.Pod
-		poll(t, "provider reports "+string(uid)+" Running", func(ctx context.Context) (bool, error) {
+		testwait.ForCtx(t, waitFor, "provider reports "+string(uid)+" Running", func(ctx context.Context) (bool, error) {
 			p, _ = prov.GetPod(ctx, ns, "gen")
 			return p != nil && p.UID == uid && p.Status.Phase == corev1.PodRunning, nil
 		})

@@ -190,17 +190,6 @@ func errorBody(t *testing.T, what string, body []byte) {
 	}
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

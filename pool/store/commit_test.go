@@ -164,19 +164,6 @@ func (b *blockingFsync) failpoint(point string) error {
 	return nil
 }
 
-// waitFor polls cond until it holds, and fails the test if it does not
-// within 10s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Microsecond) // poll interval
-	}
-}
-
 // within waits for ch to be closed or to deliver, and fails the test if it
 // does not within 10s.
 func within[T any](t testing.TB, what string, ch <-chan T) T {

@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool/testwait"
 )
 
 // A Delete called while a Put of the same key is pending (in the writer's
@@ -27,7 +30,7 @@ func TestDeleteIsOrderedAfterAPendingPutOfItsKey(t *testing.T) {
 				go func() { puts <- s.Put(ctx, "ns/other", testClaim(1)) }()
 				within(t, "the first group's fsync", b.entered)
 				go func() { puts <- s.Put(ctx, key, testClaim(2)) }()
-				waitFor(t, "the Put to queue", func() bool { return s.q.len() == 1 })
+				testwait.For(t, 10*time.Second, "the Put to queue", func() bool { return s.q.len() == 1 })
 			} else {
 				go func() { puts <- s.Put(ctx, key, testClaim(2)) }()
 				within(t, "the Put's fsync", b.entered)
@@ -40,7 +43,7 @@ func TestDeleteIsOrderedAfterAPendingPutOfItsKey(t *testing.T) {
 			go func() { del <- s.Delete(ctx, key) }()
 			// Either the Delete returns at once (wrong: the Put is still
 			// pending) or it queues behind the Put.
-			waitFor(t, "the Delete to return or queue", func() bool { return len(del) > 0 || s.q.len() > before })
+			testwait.For(t, 10*time.Second, "the Delete to return or queue", func() bool { return len(del) > 0 || s.q.len() > before })
 			close(b.release)
 			n := 1
 			if queued {
