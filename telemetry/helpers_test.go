@@ -1,14 +1,19 @@
 package telemetry
 
 import (
-	"bufio"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -70,18 +75,62 @@ func get(t *testing.T, h http.Handler, path, accept string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// sample returns the value of series (name plus its sorted label set, as
-// exposed) in a text-format scrape, and whether it was present.
+// sample returns the value of series (a name and its whole label set, as
+// exposed: `name{k="v"}`, histograms as name_bucket, name_sum, name_count)
+// in a text-format scrape, and whether it was present. Both are read with
+// Prometheus's own parser.
 func sample(body, series string) (float64, bool) {
-	sc := bufio.NewScanner(strings.NewReader(body))
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), series+" ")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		v, err := strconv.ParseFloat(f[0], 64)
-		return v, err == nil
+	var key string
+	for k := range flatten(series + " 0\n") {
+		key = k
 	}
-	return 0, false
+	v, ok := flatten(body)[key]
+	return v, ok
+}
+
+// flatten maps every sample of a text-format scrape to its value, keyed by
+// its series name and sorted label set.
+func flatten(text string) map[string]float64 {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	out := map[string]float64{}
+	if err != nil {
+		return out
+	}
+	key := func(name string, m *dto.Metric, extra ...string) string {
+		var ls []string
+		for _, l := range m.GetLabel() {
+			ls = append(ls, l.GetName()+"="+strconv.Quote(l.GetValue()))
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			ls = append(ls, extra[i]+"="+strconv.Quote(extra[i+1]))
+		}
+		sort.Strings(ls)
+		return name + "{" + strings.Join(ls, ",") + "}"
+	}
+	for name, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			switch {
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				for _, b := range h.GetBucket() {
+					le := strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)
+					if math.IsInf(b.GetUpperBound(), 1) {
+						le = "+Inf"
+					}
+					out[key(name+"_bucket", m, "le", le)] = float64(b.GetCumulativeCount())
+				}
+				out[key(name+"_bucket", m, "le", "+Inf")] = float64(h.GetSampleCount())
+				out[key(name+"_sum", m)] = h.GetSampleSum()
+				out[key(name+"_count", m)] = float64(h.GetSampleCount())
+			case m.GetCounter() != nil:
+				out[key(name, m)] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[key(name, m)] = m.GetGauge().GetValue()
+			case m.GetUntyped() != nil:
+				out[key(name, m)] = m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return out
 }

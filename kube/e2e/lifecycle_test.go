@@ -48,7 +48,8 @@ func metricsArgs(t *testing.T) (args []string, scrapeURL string) {
 }
 
 // metricSum sums the samples of a metric whose label set contains every
-// one of labels (e.g. `result="ok"`); ok is false if no sample matched.
+// one of labels (e.g. `result="ok"`); ok is false if no sample matched or
+// the scrape failed (the node may be restarting).
 func metricSum(t *testing.T, scrapeURL, name string, labels ...string) (sum float64, ok bool) {
 	t.Helper()
 	resp, err := http.Get(scrapeURL)
@@ -56,29 +57,20 @@ func metricSum(t *testing.T, scrapeURL, name string, labels ...string) (sum floa
 		return 0, false
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		match := true
-		for _, l := range labels {
-			match = match && strings.Contains(line, l)
-		}
-		if !match {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			continue
-		}
-		sum, ok = sum+v, true
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, false
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return sum, ok
+	s, err := parseText(string(body))
+	if err != nil {
+		t.Fatalf("scrape %s: %v", scrapeURL, err)
+	}
+	var kv []string
+	for _, l := range labels {
+		k, v, _ := strings.Cut(l, "=")
+		kv = append(kv, k, strings.Trim(v, `"`))
+	}
+	return s.match(name, kv...)
 }
 
 // stateDeadline reads the deadline recorded for claim id in the state file

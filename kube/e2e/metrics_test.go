@@ -2,16 +2,20 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // The real binary's /metrics moves with the work it does (the telemetry contract (docs/observability.md)):
@@ -196,70 +200,52 @@ func waitSeries(t *testing.T, url, what string, cond func(series) bool) series {
 	return last
 }
 
-// parseText parses the Prometheus text exposition format (comments skipped;
-// label values unescaped for \\, \" and \n).
+// parseText parses a text-format scrape with Prometheus's own parser. A
+// histogram's samples are filed as name_bucket (with le), name_sum and
+// name_count, as the exposition names them.
 func parseText(body string) (series, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
 	out := series{}
-	for i, line := range strings.Split(body, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest := line, ""
+	add := func(name string, m *dto.Metric, v float64, extra ...string) {
 		labels := map[string]string{}
-		if j := strings.IndexAny(line, "{ "); j >= 0 {
-			name, rest = line[:j], line[j:]
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
 		}
-		if strings.HasPrefix(rest, "{") {
-			var err error
-			if labels, rest, err = parseLabels(rest[1:]); err != nil {
-				return nil, fmt.Errorf("line %d %q: %w", i+1, line, err)
-			}
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			return nil, fmt.Errorf("line %d %q: no value", i+1, line)
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("line %d %q: %w", i+1, line, err)
+		for i := 0; i+1 < len(extra); i += 2 {
+			labels[extra[i]] = extra[i+1]
 		}
 		out[name] = append(out[name], sampleLine{labels: labels, value: v})
 	}
-	return out, nil
-}
-
-// parseLabels reads `k="v",...}` and returns the rest after the brace.
-func parseLabels(s string) (map[string]string, string, error) {
-	labels := map[string]string{}
-	for {
-		s = strings.TrimLeft(s, ", ")
-		if strings.HasPrefix(s, "}") {
-			return labels, s[1:], nil
-		}
-		eq := strings.Index(s, `="`)
-		if eq < 0 {
-			return nil, "", fmt.Errorf("label without =\" in %q", s)
-		}
-		key := s[:eq]
-		s = s[eq+2:]
-		var v strings.Builder
-		for {
-			if s == "" {
-				return nil, "", fmt.Errorf("unterminated value of label %s", key)
-			}
-			c := s[0]
-			s = s[1:]
-			if c == '"' {
-				break
-			}
-			if c == '\\' && s != "" {
-				c, s = s[0], s[1:]
-				if c == 'n' {
-					c = '\n'
+	for name, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			switch {
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				inf := false
+				for _, b := range h.GetBucket() {
+					le := strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)
+					if math.IsInf(b.GetUpperBound(), 1) {
+						le, inf = "+Inf", true
+					}
+					add(name+"_bucket", m, float64(b.GetCumulativeCount()), "le", le)
 				}
+				if !inf {
+					add(name+"_bucket", m, float64(h.GetSampleCount()), "le", "+Inf")
+				}
+				add(name+"_sum", m, h.GetSampleSum())
+				add(name+"_count", m, float64(h.GetSampleCount()))
+			case m.GetCounter() != nil:
+				add(name, m, m.GetCounter().GetValue())
+			case m.GetGauge() != nil:
+				add(name, m, m.GetGauge().GetValue())
+			case m.GetUntyped() != nil:
+				add(name, m, m.GetUntyped().GetValue())
 			}
-			v.WriteByte(c)
 		}
-		labels[key] = v.String()
 	}
+	return out, nil
 }
