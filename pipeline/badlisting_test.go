@@ -9,7 +9,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // A 2xx listing without its sandboxes array ("200 {}") is a bad answer,
@@ -35,7 +35,7 @@ func TestListingWithoutSandboxesArrayDropsNoRowAndFailsNoPod(t *testing.T) {
 	rep := newReporter()
 	e := startEngine(t, testConfig(env.root, st, rep))
 
-	testwait.For(t, waitTimeout, "a few failed verification rounds", func() bool { return env.count("list") >= 3 })
+	testkit.WaitFor(t, waitTimeout, "a few failed verification rounds", func() bool { return env.count("list") >= 3 })
 	if cv, ok := e.Lookup("ns/kept"); !ok || cv.State != pipeline.StateQuarantined {
 		t.Fatalf("after 200 {} listings the row is %v (held %v), want still quarantined", cv.State, ok)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // the claim transaction (docs/pod-contract.md) step 5: Running is pushed only once the claim is durable. The
@@ -94,7 +94,7 @@ func TestDuplicateEventsMakeOneClaim(t *testing.T) {
 	}
 	ev := r.rep.running(t, "uid-dup")
 	// Let every queued duplicate drain: depth 0 means all intents are served.
-	testwait.For(t, waitTimeout, "queues to drain", func() bool {
+	testkit.WaitFor(t, waitTimeout, "queues to drain", func() bool {
 		for _, d := range r.eng.QueueDepths() {
 			if d != 0 {
 				return false

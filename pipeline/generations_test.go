@@ -9,7 +9,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 func queued(e *pipeline.Engine) int {
@@ -42,7 +42,7 @@ func TestReplacedGenerationsIntentIsCancelled(t *testing.T) {
 				t.Fatal(err)
 			}
 			run := r.rep.running(t, "uid-new")
-			testwait.For(t, waitTimeout, "no intent left queued", func() bool { return queued(r.eng) == 0 })
+			testkit.WaitFor(t, waitTimeout, "no intent left queued", func() bool { return queued(r.eng) == 0 })
 			row, _ := r.store.Get("ns/p")
 			if row.PodUID != "uid-new" || row.ID != run.claim.ID {
 				t.Fatalf("row bound to %s/%s, want the replacement's uid-new/%s", row.PodUID, row.ID, run.claim.ID)
@@ -82,7 +82,7 @@ func TestDeleteTombstoneStopsATransactionThatTookItsIntent(t *testing.T) {
 		_, err := e.Delete(context.Background(), pipeline.PodRef{Key: "ns/k", UID: "uid-b"}, verdict(true, "bare-pod"))
 		delB <- err
 	}()
-	testwait.For(t, waitTimeout, "uid-b's intent dropped by its delete", func() bool { return queued(e) == 0 })
+	testkit.WaitFor(t, waitTimeout, "uid-b's intent dropped by its delete", func() bool { return queued(e) == 0 })
 	close(hung.gate)
 	if err := <-delA; err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestDeleteTombstoneStopsATransactionThatTookItsIntent(t *testing.T) {
 	if err := <-delB; err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, waitTimeout, "no intent left queued", func() bool { return queued(e) == 0 })
+	testkit.WaitFor(t, waitTimeout, "no intent left queued", func() bool { return queued(e) == 0 })
 	if n := len(env.sandboxesFor("ns/k")); n != 0 {
 		t.Fatalf("%d VMs for ns/k: a claim was made for a Pod deleted while it waited", n)
 	}

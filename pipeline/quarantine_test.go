@@ -9,7 +9,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // the claim transaction (docs/pod-contract.md) quarantine: rows loaded from disk are releasable but neither
@@ -63,7 +63,7 @@ func TestQuarantineLiftedByListingAndDropsUnlisted(t *testing.T) {
 	// A replacement Pod (same owner) for the quarantined key must wait.
 	create(t, e, intent("ns/real", "uid-new", "owner-1"))
 	rep.pending(t, "uid-new", pipeline.ReasonQuarantined, 3)
-	testwait.For(t, waitTimeout, "a few failed listings", func() bool { return env.count("list") >= 2 })
+	testkit.WaitFor(t, waitTimeout, "a few failed listings", func() bool { return env.count("list") >= 2 })
 	if got := env.count("claim"); got != 1 {
 		t.Fatalf("claim requests = %d, want 1 (the pre-claim): a quarantined key was claimed over", got)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // r3Attempts is the in-transaction claim retry bound of the R3 engine.
@@ -54,7 +54,7 @@ func (r *r3Rig) start(t *testing.T, mod ...func(*pipeline.Config)) {
 // looks its claim_ref up only once an attempt may have made a VM.
 func (r *r3Rig) listed(t *testing.T) {
 	t.Helper()
-	testwait.For(t, waitTimeout, "the startup listing", func() bool {
+	testkit.WaitFor(t, waitTimeout, "the startup listing", func() bool {
 		select {
 		case <-r.eng.Listed():
 			return true
@@ -149,7 +149,7 @@ func TestR3SandboxdTransientFaults(t *testing.T) {
 			create(t, r.eng, it)
 			if tc.fault.Mode == "slow" {
 				// Duplicate events while the slow claim is in flight.
-				testwait.For(t, waitTimeout, "the slow claim to be in flight", func() bool { return r.cs.claims.Load() == 1 })
+				testkit.WaitFor(t, waitTimeout, "the slow claim to be in flight", func() bool { return r.cs.claims.Load() == 1 })
 				create(t, r.eng, it)
 				create(t, r.eng, it)
 			}

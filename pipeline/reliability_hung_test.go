@@ -10,7 +10,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // trickleBody answers the first n claims in full at sandboxd, then hands
@@ -87,12 +87,12 @@ func TestR3HungSlowBodyAndLateFinishingClaims(t *testing.T) {
 			it := intent("r3/"+tc.name, "uid-"+tc.name, "owner-1")
 			start := time.Now()
 			create(t, e, it)
-			testwait.For(t, waitTimeout, "the first claim at sandboxd", func() bool { return env.sim.Counters()["claim"] >= 1 })
+			testkit.WaitFor(t, waitTimeout, "the first claim at sandboxd", func() bool { return env.sim.Counters()["claim"] >= 1 })
 			env.sim.SetClaimLatency(0)
 			run := rep.running(t, it.Ref.UID)
 			t.Logf("%s: Running after %v", tc.name, time.Since(start).Round(time.Millisecond))
 			// Whatever sandboxd still finishes shows up within its delay.
-			testwait.For(t, waitTimeout, "sandboxd to finish every claim it took", func() bool {
+			testkit.WaitFor(t, waitTimeout, "sandboxd to finish every claim it took", func() bool {
 				c := env.sim.Counters()
 				return c["claim_ok"]+c["claim_error"]+c["claim_capacity"] >= c["claim"]
 			})

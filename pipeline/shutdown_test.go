@@ -10,7 +10,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // Engine.Run/Shutdown: intake stops, every transaction already talking to
@@ -24,7 +24,7 @@ func TestShutdownFinishesInFlightAndNeverReleases(t *testing.T) {
 	for i := range pods {
 		create(t, r.eng, intent(fmt.Sprintf("ns/p%d", i), fmt.Sprintf("uid-%d", i), ""))
 	}
-	testwait.For(t, waitTimeout, "every worker to be inside a claim", func() bool { return r.env.count("claim") == workers })
+	testkit.WaitFor(t, waitTimeout, "every worker to be inside a claim", func() bool { return r.env.count("claim") == workers })
 
 	r.eng.Shutdown()
 
@@ -91,13 +91,13 @@ func TestDeletedWhileRetryingLeavesNoRetryState(t *testing.T) {
 		deleted <- err
 	}()
 	// Delete has dropped the intent and now waits for the key lock.
-	testwait.For(t, waitTimeout, "Delete to cancel the intent", func() bool { return e.QueueDepths()[0]+e.QueueDepths()[1] == 0 })
+	testkit.WaitFor(t, waitTimeout, "Delete to cancel the intent", func() bool { return e.QueueDepths()[0]+e.QueueDepths()[1] == 0 })
 	close(g.gate) // capacity miss: the transaction asks to be retried
 	if err := <-deleted; err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	rep.pending(t, it.Ref.UID, pipeline.ReasonCapacity, 1)
-	testwait.For(t, waitTimeout, "the deleted UID's retry state to be forgotten", func() bool { return e.NumRequeues(it.Ref.UID) == 0 })
+	testkit.WaitFor(t, waitTimeout, "the deleted UID's retry state to be forgotten", func() bool { return e.NumRequeues(it.Ref.UID) == 0 })
 	select {
 	case <-g.entered:
 		t.Fatal("a deleted Pod was claimed for again")

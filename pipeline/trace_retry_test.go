@@ -15,7 +15,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // Retry traces: errors are recorded on the span (docs/observability.md),
@@ -56,7 +56,7 @@ func newTraceRig(t *testing.T) *traceRig {
 func (r *traceRig) transaction(t *testing.T, uid, outcome string) (tracetest.SpanStub, []tracetest.SpanStub) {
 	t.Helper()
 	var root tracetest.SpanStub
-	testwait.For(t, waitTimeout, "claim.transaction of "+uid+" with outcome "+outcome, func() bool {
+	testkit.WaitFor(t, waitTimeout, "claim.transaction of "+uid+" with outcome "+outcome, func() bool {
 		for _, s := range r.spans.GetSpans() {
 			if s.Name == "claim.transaction" && strAttr(s, "k8s.pod.uid") == uid && strAttr(s, "vksandbox.outcome") == outcome {
 				root = s

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // A claim whose caller gave up while sandboxd was still provisioning
@@ -29,13 +29,13 @@ func TestClaimFinishingAfterItsCallerLeftEndsWithOneVM(t *testing.T) {
 
 	env.sim.SetClaimLatency(600 * time.Millisecond) // the first claim outlives its 100ms attempt
 	create(t, e, intent("ns/late", "uid-late", ""))
-	testwait.For(t, waitTimeout, "the first claim at sandboxd", func() bool { return env.count("claim") >= 1 })
+	testkit.WaitFor(t, waitTimeout, "the first claim at sandboxd", func() bool { return env.count("claim") >= 1 })
 	env.sim.SetClaimLatency(0)
 	run := rep.running(t, "uid-late")
 	// Every claim that reached sandboxd has finished (on a loaded machine a
 	// retry may also have outlived its attempt, so there may be more than
 	// one undelivered VM), and at least the abandoned one made a VM.
-	testwait.For(t, waitTimeout, "the abandoned claim to finish", func() bool {
+	testkit.WaitFor(t, waitTimeout, "the abandoned claim to finish", func() bool {
 		return len(env.sandboxesFor("ns/late")) >= 2 && env.count("claim_ok") == env.count("claim")
 	})
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 func TestClaimReturnsIDTokenDeadlineAndOwnerAddr(t *testing.T) {
@@ -210,7 +210,7 @@ func TestClaimFromAnEmptyPoolBootsCold(t *testing.T) {
 func TestWarmPoolRefillsAfterRefillDelay(t *testing.T) {
 	h := newHarness(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 2}, RefillDelay: 100 * time.Millisecond})
 	h.claim("ns/a", 60)
-	testwait.For(t, 5*time.Second, "the pool to refill", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the pool to refill", func() bool {
 		info, err := h.root.Info(ctx(t))
 		return h.err(err) == nil && info.Pools[0].Warm == 2 && info.Pools[0].Refilling == 0
 	})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 func TestSandboxPastItsLeaseDisappearsFromTheList(t *testing.T) {
@@ -16,7 +16,7 @@ func TestSandboxPastItsLeaseDisappearsFromTheList(t *testing.T) {
 	short := h.claim("ns/short", 1)
 	long := h.claim("ns/long", 600)
 
-	testwait.For(t, 5*time.Second, "the 1s lease to be reaped", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the 1s lease to be reaped", func() bool {
 		rows, err := h.node.List(ctx(t), pool.ListOptions{})
 		if h.err(err) != nil {
 			return false
@@ -40,5 +40,5 @@ func TestSetDeadlineInThePastReapsTheSandbox(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	c := h.claim("ns/a", 600)
 	h.sim.SetDeadline(c.ID, time.Now().Add(-time.Second))
-	testwait.For(t, 5*time.Second, "the reaper", func() bool { return len(h.sim.Sandboxes()) == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the reaper", func() bool { return len(h.sim.Sandboxes()) == 0 })
 }

@@ -1,23 +1,22 @@
 package pool_test
 
 import (
-	"bytes"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // the telemetry contract (docs/observability.md): the sandboxd call carries W3C traceparent, and the trace id
 // appears in the emulator's request log line.
 func TestClaimSendsTraceparentAndTheSimLogsTheTraceID(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.Buffer
 	h := newHarness(t, sim.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled})
@@ -37,21 +36,4 @@ func TestClaimSendsTraceparentAndTheSimLogsTheTraceID(t *testing.T) {
 	if strings.Contains(logs.String(), resp.Token) || strings.Contains(logs.String(), nodeToken) {
 		t.Error("the request log contains a token")
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

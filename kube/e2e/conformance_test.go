@@ -16,7 +16,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // The real sandboxd's behaviour, end to end: the provider binary on a real
@@ -74,10 +74,10 @@ func TestConformanceTenantTokenRunsPodsWithOneWarning(t *testing.T) {
 	// The startup probe and the first inventory publish may both ask
 	// /v1/info before either answer is in (2 at most); after the first 403
 	// nothing asks again, however many publish ticks pass.
-	testwait.ForCtx(t, waitFor, "three inventory listings", func(context.Context) (bool, error) { return n.counter("list") >= 3, nil })
+	testkit.WaitForCtx(t, waitFor, "three inventory listings", func(context.Context) (bool, error) { return n.counter("list") >= 3, nil })
 	info := n.counter("info")
 	lists := n.counter("list")
-	testwait.ForCtx(t, waitFor, "three more inventory listings", func(context.Context) (bool, error) { return n.counter("list") >= lists+3, nil })
+	testkit.WaitForCtx(t, waitFor, "three more inventory listings", func(context.Context) (bool, error) { return n.counter("list") >= lists+3, nil })
 	if got := strings.Count(n.log(), "the sandboxd token is a tenant token"); got != 1 {
 		t.Errorf("%d tenant-token warnings in the log, want exactly 1", got)
 	}
@@ -110,7 +110,7 @@ func TestConformanceAnotherClientsVMUnderTheSameNameIsNeverTouched(t *testing.T)
 	}
 	deleteOwner(t, ns, "p")
 	deletePod(t, ns, "p")
-	testwait.ForCtx(t, waitFor, "the Pod's own VM released", func(context.Context) (bool, error) { return !n.holds(id), nil })
+	testkit.WaitForCtx(t, waitFor, "the Pod's own VM released", func(context.Context) (bool, error) { return !n.holds(id), nil })
 	if !n.holds(foreign.ID) {
 		t.Fatal("another client's VM under the same name was released")
 	}
@@ -160,7 +160,7 @@ func (n *vkNode) breakStoredToken(key string) {
 	n.waitReady()
 	// The restarted provider has the Pod back (its restored stub replaced
 	// by the Pod's first sync), so a delete from here on is an ordinary one.
-	testwait.ForCtx(n.t, waitFor, "the Pod "+key+" synced after the restart", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(n.t, waitFor, "the Pod "+key+" synced after the restart", func(context.Context) (bool, error) {
 		return containsLine(n.log(), `"msg":"CreatePod"`, key), nil
 	})
 }
@@ -185,8 +185,8 @@ func TestConformanceWrongStoredTokenRootReleasesAnyway(t *testing.T) {
 	n.breakStoredToken(ns + "/w")
 	waitRunning(t, ns, "w")
 	deletePod(t, ns, "w") // a bare Pod: its delete releases
-	testwait.ForCtx(t, waitFor, "the VM released by id", func(context.Context) (bool, error) { return !n.holds(id), nil })
-	testwait.ForCtx(t, waitFor, "the row forgotten", func(context.Context) (bool, error) { return !rowLive(n, ns+"/w"), nil })
+	testkit.WaitForCtx(t, waitFor, "the VM released by id", func(context.Context) (bool, error) { return !n.holds(id), nil })
+	testkit.WaitForCtx(t, waitFor, "the row forgotten", func(context.Context) (bool, error) { return !rowLive(n, ns+"/w"), nil })
 	if !strings.Contains(n.log(), "releasing it by id with the root token") {
 		t.Error("the root-token release is not logged")
 	}
@@ -210,8 +210,8 @@ func TestConformanceWrongStoredTokenTenantKeepsAndRetries(t *testing.T) {
 	if err := cs.CoreV1().Pods(ns).Delete(context.Background(), "w", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.ForCtx(t, waitFor, "the release retried", func(context.Context) (bool, error) { return n.counter("release") >= 2, nil })
-	testwait.ForCtx(t, waitFor, "a Warning Event naming the unconfirmed release", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "the release retried", func(context.Context) (bool, error) { return n.counter("release") >= 2, nil })
+	testkit.WaitForCtx(t, waitFor, "a Warning Event naming the unconfirmed release", func(context.Context) (bool, error) {
 		for _, e := range events(t, ns, "w", kube.EventReleaseFailed) {
 			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "cannot be confirmed") {
 				return true, nil

@@ -5,13 +5,13 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // waitReleases waits until the emulator has counted want releases.
 func waitReleases(t *testing.T, n *vkNode, want int64) {
 	t.Helper()
-	testwait.ForCtx(t, waitFor, "releases", func(ctx testingCtx) (bool, error) { return n.counter("release_ok") >= want, nil })
+	testkit.WaitForCtx(t, waitFor, "releases", func(ctx testingCtx) (bool, error) { return n.counter("release_ok") >= want, nil })
 	if got := n.counter("release_ok"); got != want {
 		t.Fatalf("releases = %d, want %d", got, want)
 	}
@@ -20,7 +20,7 @@ func waitReleases(t *testing.T, n *vkNode, want int64) {
 // waitPreserved waits for the node to log its preserve decision for a pod.
 func waitPreserved(t *testing.T, n *vkNode, key string) {
 	t.Helper()
-	testwait.ForCtx(t, waitFor, "preserve decision for "+key, func(testingCtx) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "preserve decision for "+key, func(testingCtx) (bool, error) {
 		return containsLine(n.log(), "VM preserved", key), nil
 	})
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 const (
@@ -212,7 +212,7 @@ func (n *vkNode) log() string {
 func (n *vkNode) waitReady() {
 	n.t.Helper()
 	cs, _ := clients(n.t)
-	testwait.ForCtx(n.t, waitFor, "node "+n.Name+" Ready", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(n.t, waitFor, "node "+n.Name+" Ready", func(ctx context.Context) (bool, error) {
 		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -281,7 +281,7 @@ func deletePod(t *testing.T, ns, name string) {
 	if err := cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatalf("delete pod %s/%s: %v", ns, name, err)
 	}
-	testwait.ForCtx(t, waitFor, "pod "+ns+"/"+name+" gone", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "pod "+ns+"/"+name+" gone", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		return err != nil, nil
 	})
@@ -291,7 +291,7 @@ func waitPod(t *testing.T, ns, name, what string, cond func(*corev1.Pod) bool) *
 	t.Helper()
 	cs, _ := clients(t)
 	var last *corev1.Pod
-	testwait.ForCtx(t, waitFor, fmt.Sprintf("pod %s/%s %s", ns, name, what), func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, fmt.Sprintf("pod %s/%s %s", ns, name, what), func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

@@ -20,7 +20,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // Interop with the real upstream controller (sigs.k8s.io/agent-sandbox,
@@ -166,7 +166,7 @@ func deleteControlledPod(t *testing.T, p *corev1.Pod) {
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}}); err != nil {
 		t.Fatalf("delete pod %s/%s: %v", p.Namespace, p.Name, err)
 	}
-	testwait.ForCtx(t, waitFor, "pod "+p.Namespace+"/"+p.Name+" uid "+string(p.UID)+" gone", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "pod "+p.Namespace+"/"+p.Name+" uid "+string(p.UID)+" gone", func(ctx context.Context) (bool, error) {
 		q, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		return err != nil || q.UID != p.UID, nil
 	})
@@ -205,7 +205,7 @@ func TestInteropAgentSandboxController(t *testing.T) {
 			t.Logf("last Sandbox status seen: %v", st)
 		}
 	})
-	testwait.ForCtx(t, waitFor, "Sandbox Ready (as agent-sandbox-controller reports it)", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "Sandbox Ready (as agent-sandbox-controller reports it)", func(ctx context.Context) (bool, error) {
 		got, err := dyn.Resource(sandboxV1beta1GVR).Namespace(ns).Get(ctx, "agent", metav1.GetOptions{})
 		if err == nil {
 			sb = got
@@ -229,7 +229,7 @@ func TestInteropAgentSandboxController(t *testing.T) {
 	if c, r := n.counter("claim_ok"), n.counter("release"); c != 1 || r != 0 {
 		t.Fatalf("claims = %d, releases = %d; want exactly 1 claim and no release", c, r)
 	}
-	testwait.ForCtx(t, waitFor, "Sandbox Ready again", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "Sandbox Ready again", func(ctx context.Context) (bool, error) {
 		got, err := dyn.Resource(sandboxV1beta1GVR).Namespace(ns).Get(ctx, "agent", metav1.GetOptions{})
 		if err == nil {
 			sb = got
@@ -244,7 +244,7 @@ func TestInteropAgentSandboxController(t *testing.T) {
 	if err := dyn.Resource(sandboxV1beta1GVR).Namespace(ns).Delete(ctx, "agent", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.ForCtx(t, waitFor, "Sandbox gone", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "Sandbox gone", func(ctx context.Context) (bool, error) {
 		_, err := dyn.Resource(sandboxV1beta1GVR).Namespace(ns).Get(ctx, "agent", metav1.GetOptions{})
 		return err != nil, nil
 	})

@@ -23,7 +23,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // Lifecycle tests: quarantine (docs/pod-contract.md) and the background
@@ -121,7 +121,7 @@ func TestLifecycleQuarantineHoldsWhileSandboxdUnreachable(t *testing.T) {
 	n.waitReady()
 
 	// Verification fails, and keeps failing: at least two failed tries.
-	testwait.ForCtx(t, waitFor, "failed quarantine verifications", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "failed quarantine verifications", func(context.Context) (bool, error) {
 		return strings.Count(n.log(), "rows stay quarantined") >= 2, nil
 	})
 	if containsLine(n.log(), `"msg":"quarantine verification"`) {
@@ -132,7 +132,7 @@ func TestLifecycleQuarantineHoldsWhileSandboxdUnreachable(t *testing.T) {
 	}
 
 	n.Sim.ClearFaults()
-	testwait.ForCtx(t, waitFor, "quarantine lifted", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "quarantine lifted", func(context.Context) (bool, error) {
 		return containsLine(n.log(), "quarantine verification", `"lifted":2`), nil
 	})
 	cs, _ := clients(t)
@@ -217,7 +217,7 @@ func TestLifecycleLeaseExpiryFailsThePod(t *testing.T) {
 	if !first.Before(later.Add(-30 * time.Minute)) {
 		t.Fatalf("recorded deadline %v is not the short lease", first)
 	}
-	testwait.ForCtx(t, waitFor, "the refreshed deadline recorded", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "the refreshed deadline recorded", func(context.Context) (bool, error) {
 		d, _ := n.stateDeadline(id)
 		return d.Equal(later), nil
 	})
@@ -248,10 +248,10 @@ func TestLifecycleOrphanIsReportedNotReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testwait.ForCtx(t, waitFor, "orphan warning for "+ghost.ID, func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "orphan warning for "+ghost.ID, func(context.Context) (bool, error) {
 		return containsLine(n.log(), "no claim knows about", ghost.ID, id.ClaimRef("ghost/x")), nil
 	})
-	testwait.ForCtx(t, waitFor, "vksandbox_orphan_sandboxes 1", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "vksandbox_orphan_sandboxes 1", func(context.Context) (bool, error) {
 		v, ok := metricSum(t, scrape, "vksandbox_orphan_sandboxes")
 		return ok && v == 1, nil
 	})
@@ -260,7 +260,7 @@ func TestLifecycleOrphanIsReportedNotReleased(t *testing.T) {
 	}
 	// Several more scans: still reported once, never released.
 	scans, _ := metricSum(t, scrape, "vksandbox_orphan_scans_total", `result="ok"`)
-	testwait.ForCtx(t, waitFor, "three more orphan scans", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "three more orphan scans", func(context.Context) (bool, error) {
 		v, _ := metricSum(t, scrape, "vksandbox_orphan_scans_total", `result="ok"`)
 		return v >= scans+3, nil
 	})
@@ -311,7 +311,7 @@ func TestLifecycleNodeInventoryMatchesEmulator(t *testing.T) {
 
 	var obj map[string]any
 	var mismatch string
-	testwait.ForCtx(t, waitFor, "NodeInventory matching the emulator", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "NodeInventory matching the emulator", func(ctx context.Context) (bool, error) {
 		got, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			mismatch = err.Error()

@@ -13,7 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -193,7 +193,7 @@ func scrape(t *testing.T, url string) series {
 func waitSeries(t *testing.T, url, what string, cond func(series) bool) series {
 	t.Helper()
 	var last series
-	testwait.ForCtx(t, waitFor, "metrics: "+what, func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "metrics: "+what, func(context.Context) (bool, error) {
 		last = scrape(t, url)
 		return cond(last), nil
 	})

@@ -10,7 +10,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // A node upgraded from the reference provider starts on its claims.json,
@@ -39,7 +39,7 @@ func TestMigratedRowWithUnknownOwnerIsPreservedThenAdopted(t *testing.T) {
 	}
 	n.start()
 	n.waitReady()
-	testwait.ForCtx(t, waitFor, "the restored stub's delete preserved as owner-unknown", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "the restored stub's delete preserved as owner-unknown", func(context.Context) (bool, error) {
 		return containsLine(n.log(), "VM preserved", ns+"/p", "owner-unknown"), nil
 	})
 	if !n.holds(vm.ID) {
@@ -55,5 +55,5 @@ func TestMigratedRowWithUnknownOwnerIsPreservedThenAdopted(t *testing.T) {
 	}
 	deleteOwner(t, ns, "p")
 	deletePod(t, ns, "p")
-	testwait.ForCtx(t, waitFor, "the VM released once its adopted owner is gone", func(context.Context) (bool, error) { return !n.holds(vm.ID), nil })
+	testkit.WaitForCtx(t, waitFor, "the VM released once its adopted owner is gone", func(context.Context) (bool, error) { return !n.holds(vm.ID), nil })
 }

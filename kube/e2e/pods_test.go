@@ -17,7 +17,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 func TestNodeRegistersWithIdentityCapacityAndPort(t *testing.T) {
@@ -60,7 +60,7 @@ func TestNodeRegistersWithIdentityCapacityAndPort(t *testing.T) {
 		t.Errorf("kubelet endpoint port = %s, want %s (from --listen-addr)", got, port)
 	}
 	// Ready is maintained by a node Lease.
-	testwait.ForCtx(t, waitFor, "node lease", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "node lease", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})
 		return err == nil, nil
 	})
@@ -137,7 +137,7 @@ func TestSandboxPodGoesRunningWithTheVMAddress(t *testing.T) {
 		t.Errorf("startTime moved: %v → %v", p.Status.StartTime, again.Status.StartTime)
 	}
 	if len(events(t, ns, "sb", kube.EventClaimed)) == 0 {
-		testwait.ForCtx(t, waitFor, "SandboxClaimed event", func(context.Context) (bool, error) { return len(events(t, ns, "sb", kube.EventClaimed)) > 0, nil })
+		testkit.WaitForCtx(t, waitFor, "SandboxClaimed event", func(context.Context) (bool, error) { return len(events(t, ns, "sb", kube.EventClaimed)) > 0, nil })
 	}
 	if !n.stateFileHolds(id) {
 		t.Errorf("state file does not hold claim %s", id)
@@ -176,7 +176,7 @@ func TestCapacityMissStaysPendingWithReasonThenClaims(t *testing.T) {
 	if p.Status.Phase != corev1.PodPending {
 		t.Fatalf("phase = %s, want Pending (a capacity miss is never terminal)", p.Status.Phase)
 	}
-	testwait.ForCtx(t, waitFor, "capacity Event", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "capacity Event", func(context.Context) (bool, error) {
 		return len(events(t, ns, "full", pipeline.ReasonCapacity)) > 0, nil
 	})
 	n.Sim.ClearFaults()
@@ -207,7 +207,7 @@ func TestTwoHundredPodsAtOnceAllRunWithExactlyTwoHundredClaims(t *testing.T) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	testwait.ForCtx(t, waitFor, "200 Pods Running", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "200 Pods Running", func(ctx context.Context) (bool, error) {
 		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil

@@ -26,7 +26,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // TestShippedClusterRoleIsEnough runs the provider as the ServiceAccount
@@ -51,7 +51,7 @@ func TestShippedClusterRoleIsEnough(t *testing.T) {
 	n := startNode(t, sim.Config{}, "--kubeconfig", kubeconfig, "--publish-inventory", "--publish-interval", "500ms")
 	n.waitReady()
 	ns := newNamespace(t)
-	testwait.ForCtx(t, waitFor, "the NodeInventory", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "the NodeInventory", func(ctx context.Context) (bool, error) {
 		_, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, n.Name, metav1.GetOptions{})
 		return err == nil, nil
 	})

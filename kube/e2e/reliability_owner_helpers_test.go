@@ -19,7 +19,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // r2Full reports whether the R2 suite runs at full size (make
@@ -150,7 +150,7 @@ func (f *r2Fleet) waitRunning(names []string) map[string]r2VM {
 	f.t.Helper()
 	var missing []string
 	out := map[string]r2VM{}
-	testwait.ForCtx(f.t, waitFor, fmt.Sprintf("%d pods Running in %s", len(names), f.ns), func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(f.t, waitFor, fmt.Sprintf("%d pods Running in %s", len(names), f.ns), func(ctx context.Context) (bool, error) {
 		pods, err := f.podsNow(ctx)
 		if err != nil {
 			return false, nil
@@ -172,7 +172,7 @@ func (f *r2Fleet) waitRunning(names []string) map[string]r2VM {
 // waitGone waits until none of the named Pods exists in the apiserver.
 func (f *r2Fleet) waitGone(names []string) {
 	f.t.Helper()
-	testwait.ForCtx(f.t, waitFor, fmt.Sprintf("%d pods gone from %s", len(names), f.ns), func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(f.t, waitFor, fmt.Sprintf("%d pods gone from %s", len(names), f.ns), func(ctx context.Context) (bool, error) {
 		pods, err := f.podsNow(ctx)
 		if err != nil {
 			return false, nil
@@ -243,7 +243,7 @@ func (n *vkNode) r2DeleteCalls() map[string]int {
 func (f *r2Fleet) waitDecisions(names []string, round int, wantMsg, wantReason string) {
 	f.t.Helper()
 	var all map[string][]r2Decision
-	testwait.ForCtx(f.t, waitFor, fmt.Sprintf("%d delete verdicts (round %d)", len(names), round), func(context.Context) (bool, error) {
+	testkit.WaitForCtx(f.t, waitFor, fmt.Sprintf("%d delete verdicts (round %d)", len(names), round), func(context.Context) (bool, error) {
 		all = f.n.decisions()
 		for _, name := range names {
 			if len(all[f.key(name)]) < round {

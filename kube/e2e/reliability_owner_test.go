@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // R2: owner and apiserver faults. A Pod deletion is not VM authority
@@ -60,7 +60,7 @@ func TestR2APIServerDown(t *testing.T) {
 	// waits behind another key's GET.
 	proxy.hold()
 	f.deletePods(f.names, graceZero)
-	testwait.ForCtx(t, waitFor, "every delete seen by vk-sandbox, owner GETs held", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "every delete seen by vk-sandbox, owner GETs held", func(context.Context) (bool, error) {
 		seen := n.r2DeleteCalls()
 		for _, name := range f.names {
 			if seen[f.key(name)] == 0 {
@@ -92,7 +92,7 @@ func TestR2APIServerDown(t *testing.T) {
 	}
 	// The node's own traffic (watches, lease, status) fails too, and the
 	// process survives it.
-	testwait.ForCtx(t, waitFor, "vk-sandbox traffic failing during the outage", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "vk-sandbox traffic failing during the outage", func(context.Context) (bool, error) {
 		return proxy.otherErrors.Load() >= 3, nil
 	})
 	n.r2Alive(t, "during the apiserver outage")
@@ -133,7 +133,7 @@ func TestR2OwnerGetTimeout(t *testing.T) {
 	f.waitDecisions(f.names, 1, r2MsgPreserved, kube.ReasonOwnerGetError)
 	// vk-sandbox logs its verdict when its own timeout fires; the proxy
 	// sees the abandoned request once the connection closes, a moment later.
-	testwait.ForCtx(t, waitFor, "every held owner GET abandoned by vk-sandbox", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "every held owner GET abandoned by vk-sandbox", func(context.Context) (bool, error) {
 		return proxy.abandoned.Load() >= int64(pods), nil
 	})
 	f.assertNoRelease("while owner GETs time out")

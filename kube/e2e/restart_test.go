@@ -10,7 +10,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 type testingCtx = context.Context
@@ -43,7 +43,7 @@ func TestRestartKeepsClaimsAndTheirCredentials(t *testing.T) {
 	if r := n.counter("release"); r != 0 {
 		t.Fatalf("shutdown released %d VMs", r)
 	}
-	testwait.ForCtx(t, waitFor, "quarantine lifted", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "quarantine lifted", func(context.Context) (bool, error) {
 		return containsLine(n.log(), "quarantine verification", `"lifted":3`), nil
 	})
 	cs, _ := clients(t)
@@ -122,7 +122,7 @@ func TestRestoreDecidesPodsDeletedWhileDown(t *testing.T) {
 				if n.holds(id) {
 					t.Fatalf("VM %s still live after its owner-gone delete", id)
 				}
-				testwait.ForCtx(t, waitFor, "the released row forgotten", func(context.Context) (bool, error) {
+				testkit.WaitForCtx(t, waitFor, "the released row forgotten", func(context.Context) (bool, error) {
 					rows, err := r1ReadState(n.state)
 					_, held := rows[key]
 					return err == nil && !held, err

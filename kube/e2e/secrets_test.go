@@ -21,7 +21,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // r6Full switches TestR6Secrets to its full size (VK_RELIABILITY=full).
@@ -93,7 +93,7 @@ func secretsRun(t *testing.T, pods int, root bool) {
 	const shortLived = "sec-lease"
 	createPod(t, sandboxPod(ns, shortLived, n.Name, annotate(kube.AnnTTL, "5")))
 	var leaseTok string
-	testwait.ForCtx(t, waitFor, "the short-lived VM listed", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "the short-lived VM listed", func(context.Context) (bool, error) {
 		for _, sb := range n.live() {
 			if podKeyOf(sb) == ns+"/"+shortLived {
 				leaseTok = sb.Token
@@ -161,13 +161,13 @@ func secretsRun(t *testing.T, pods int, root bool) {
 			deletePod(t, ns, name)
 		}
 	}
-	testwait.ForCtx(t, waitFor, "every sandbox released", func(context.Context) (bool, error) { return len(n.live()) == 0, nil })
+	testkit.WaitForCtx(t, waitFor, "every sandbox released", func(context.Context) (bool, error) { return len(n.live()) == 0, nil })
 	waitPod(t, ns, shortLived, "Failed at the end of its lease", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == kube.ReasonLeaseExpired
 	})
 	// Every failure path ran and left its Event, so its message is searched.
 	failures := []string{kube.EventReleaseFailed, pipeline.ReasonClaimFailed, pipeline.ReasonCapacity, kube.EventExpired}
-	testwait.ForCtx(t, waitFor, "an Event of every failure path", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "an Event of every failure path", func(context.Context) (bool, error) {
 		return len(missingReasons(t, ns, failures)) == 0, nil
 	})
 	if r := n.counter("release"); r < int64(pods)+2 {

@@ -17,7 +17,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // A delete or update that carries an older generation's UID must be
@@ -62,7 +62,7 @@ func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
 
 	running := func(uid types.UID) *corev1.Pod {
 		var p *corev1.Pod
-		testwait.ForCtx(t, waitFor, "provider reports "+string(uid)+" Running", func(ctx context.Context) (bool, error) {
+		testkit.WaitForCtx(t, waitFor, "provider reports "+string(uid)+" Running", func(ctx context.Context) (bool, error) {
 			p, _ = prov.GetPod(ctx, ns, "gen")
 			return p != nil && p.UID == uid && p.Status.Phase == corev1.PodRunning, nil
 		})

@@ -29,7 +29,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 	"github.com/cocoonstack/vk-sandbox/telemetry/spansvg"
 )
@@ -60,7 +60,7 @@ func TestClaimTracePicture(t *testing.T) {
 	waitRunning(t, ns, "traced")
 
 	var tree []sdktrace.ReadOnlySpan
-	testwait.ForCtx(t, waitFor, "the claim's trace with every expected span", func(context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "the claim's trace with every expected span", func(context.Context) (bool, error) {
 		tree = claimTree(spans.GetSpans(), ns, "traced")
 		return hasSpans(tree, pictureSpans), nil
 	})
@@ -166,7 +166,7 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 		otel.SetTracerProvider(noop.NewTracerProvider())
 	})
 
-	testwait.ForCtx(t, waitFor, "node "+name+" Ready", func(ctx context.Context) (bool, error) {
+	testkit.WaitForCtx(t, waitFor, "node "+name+" Ready", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // Cold boots in flight hold their slot: concurrent claims never overshoot
@@ -95,7 +95,7 @@ func TestClaimFinishesAfterTheClientHasGone(t *testing.T) {
 		}
 	}
 	var seen time.Time
-	testwait.For(t, 5*time.Second, "the abandoned claim's VM", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the abandoned claim's VM", func() bool {
 		rows := n.list(rootToken, "?claim_ref=ns%2Fgone")
 		if len(rows) == 1 && seen.IsZero() {
 			seen = time.Now()
@@ -174,7 +174,7 @@ func TestReaperRemovesSandboxesAtTheirDeadline(t *testing.T) {
 	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 1)
 	b := n.claim("ns/b", 600)
-	testwait.For(t, 5*time.Second, "the 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
 	if got := n.sim.Sandboxes(); got[0].ID != b.ID {
 		t.Errorf("reaped the wrong sandbox: %v left", got)
 	}
@@ -190,10 +190,10 @@ func TestReaperSeesShorterLeasesAfterALongOne(t *testing.T) {
 	n := newNode(t, sim.Config{})
 	long := n.claim("ns/long", 600)
 	n.claim("ns/short", 1)
-	testwait.For(t, 5*time.Second, "the 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
 	moved := n.claim("ns/moved", 600)
 	n.sim.SetDeadline(moved.ID, time.Now().Add(-time.Second))
-	testwait.For(t, 5*time.Second, "the moved lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the moved lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
 	if got := n.sim.Sandboxes(); got[0].ID != long.ID {
 		t.Errorf("reaped the wrong sandbox: %v left", got)
 	}

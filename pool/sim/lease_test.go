@@ -8,7 +8,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // near reports whether got is want within a second (the deadline is taken
@@ -55,7 +55,7 @@ func TestShortMaxTTLIsTheGrantAndTheReaperHonoursIt(t *testing.T) {
 			t.Errorf("deadline in %v, want the 2s cap", time.Until(c.Deadline))
 		}
 	}
-	testwait.For(t, 5*time.Second, "the capped leases to end", func() bool { return len(n.sim.Sandboxes()) == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the capped leases to end", func() bool { return len(n.sim.Sandboxes()) == 0 })
 }
 
 func renew(t *testing.T, n *node, id, token string, body any) (int, pool.RenewResponse, []byte) {
@@ -95,7 +95,7 @@ func TestRenewResetsTheLease(t *testing.T) {
 	if status, _, _ := renew(t, n, a.ID, rootToken, pool.RenewRequest{TTLSeconds: 1}); status != 200 {
 		t.Errorf("root renew: %d, want 200", status)
 	}
-	testwait.For(t, 5*time.Second, "the renewed 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the renewed 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 0 })
 	if c := n.sim.Counters(); c["renew"] != 6 || c["renew_ok"] != 6 {
 		t.Errorf("counters %v, want renew 6, renew_ok 6", c)
 	}
@@ -145,7 +145,7 @@ func TestArchivedSandboxStaysAndFreesItsSlot(t *testing.T) {
 	a := n.claim("ns/a", 1)
 	n.sim.Archive(a.ID)
 	b := n.claim("ns/b", 1)
-	testwait.For(t, 5*time.Second, "the live 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the live 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
 	got := n.list(rootToken, "")
 	if len(got) != 1 || got[0].ID != a.ID || !got[0].Archived {
 		t.Fatalf("rows %v, want only the archived %s (and %s reaped)", got, a.ID, b.ID)

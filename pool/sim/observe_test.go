@@ -7,6 +7,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 func TestMetricsServesCountersAndGaugesAsPrometheusText(t *testing.T) {
@@ -42,7 +43,7 @@ func TestMetricsNoAuthOpensTheScrape(t *testing.T) {
 }
 
 func TestRequestLogHasTheClaimButNeverAToken(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.Buffer
 	n := newNode(t, sim.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	c := n.claim("ns/a", 60)
 	n.do("GET", "/v1/sandboxes/"+c.ID, rootToken, nil)

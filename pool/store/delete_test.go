@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // A Delete called while a Put of the same key is pending (in the writer's
@@ -30,7 +30,7 @@ func TestDeleteIsOrderedAfterAPendingPutOfItsKey(t *testing.T) {
 				go func() { puts <- s.Put(ctx, "ns/other", testClaim(1)) }()
 				within(t, "the first group's fsync", b.entered)
 				go func() { puts <- s.Put(ctx, key, testClaim(2)) }()
-				testwait.For(t, 10*time.Second, "the Put to queue", func() bool { return s.q.len() == 1 })
+				testkit.WaitFor(t, 10*time.Second, "the Put to queue", func() bool { return s.q.len() == 1 })
 			} else {
 				go func() { puts <- s.Put(ctx, key, testClaim(2)) }()
 				within(t, "the Put's fsync", b.entered)
@@ -43,7 +43,7 @@ func TestDeleteIsOrderedAfterAPendingPutOfItsKey(t *testing.T) {
 			go func() { del <- s.Delete(ctx, key) }()
 			// Either the Delete returns at once (wrong: the Put is still
 			// pending) or it queues behind the Put.
-			testwait.For(t, 10*time.Second, "the Delete to return or queue", func() bool { return len(del) > 0 || s.q.len() > before })
+			testkit.WaitFor(t, 10*time.Second, "the Delete to return or queue", func() bool { return len(del) > 0 || s.q.len() > before })
 			close(b.release)
 			n := 1
 			if queued {

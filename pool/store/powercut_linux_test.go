@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool/store/powercut"
-	"github.com/cocoonstack/vk-sandbox/pool/testwait"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // TestPowerCutKeepsEveryAcknowledgedCommit is TestCrashKeepsEveryAcknowledged
@@ -88,7 +88,7 @@ func TestPowerCutKeepsEveryAcknowledgedCommit(t *testing.T) {
 		if rand.IntN(3) == 0 {
 			// At whatever the writer is doing after a number of commits...
 			target := int64(1 + rand.IntN(250))
-			testwait.For(t, 10*time.Second, fmt.Sprintf("round %d: %d acknowledged commits", rounds, target), func() bool {
+			testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("round %d: %d acknowledged commits", rounds, target), func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return acked.Load() >= target || len(failed) > 0

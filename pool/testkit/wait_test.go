@@ -1,4 +1,4 @@
-package testwait
+package testkit
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 func TestForReturnsOnceTheConditionHolds(t *testing.T) {
 	var n atomic.Int32
-	For(t, 5*time.Second, "the third look", func() bool { return n.Add(1) >= 3 })
+	WaitFor(t, 5*time.Second, "the third look", func() bool { return n.Add(1) >= 3 })
 	if n.Load() != 3 {
 		t.Fatalf("cond asked %d times, want 3 (it returns as soon as cond holds)", n.Load())
 	}
@@ -43,11 +43,11 @@ func fails(t *testing.T, run func(tb testing.TB)) string {
 }
 
 func TestForFailsAtTheDeadlineAndOnAnError(t *testing.T) {
-	if msg := fails(t, func(tb testing.TB) { For(tb, 20*time.Millisecond, "never", func() bool { return false }) }); msg == "" {
+	if msg := fails(t, func(tb testing.TB) { WaitFor(tb, 20*time.Millisecond, "never", func() bool { return false }) }); msg == "" {
 		t.Error("a condition that never holds did not fail the test")
 	}
 	if msg := fails(t, func(tb testing.TB) {
-		ForCtx(tb, time.Minute, "broken", func(context.Context) (bool, error) { return false, errors.New("boom") })
+		WaitForCtx(tb, time.Minute, "broken", func(context.Context) (bool, error) { return false, errors.New("boom") })
 	}); msg == "" {
 		t.Error("an error from the condition did not fail the test")
 	}
