@@ -10,6 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Jaeger is a running Jaeger v2 all-in-one (scripts/build-tools.sh jaeger):
@@ -201,4 +206,18 @@ func stopOnce(pp **proc, grace time.Duration) error {
 	}
 	*pp = nil
 	return p.stop(grace)
+}
+
+// TracerProvider exports spans of service to this Jaeger over OTLP/HTTP
+// in batches of at most 100ms, as an OTel SDK configured by OTEL_* would:
+// for an in-process emulator's server spans (sim.Config.TracerProvider).
+// Shut it down to flush.
+func (j *Jaeger) TracerProvider(ctx context.Context, service string) (*sdktrace.TracerProvider, error) {
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(j.OTLPEndpoint+"/v1/traces"))
+	if err != nil {
+		return nil, err
+	}
+	return sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(100*time.Millisecond)),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service)))), nil
 }

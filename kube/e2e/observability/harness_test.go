@@ -16,10 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
@@ -53,13 +49,10 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) bool) 
 // exported to Jaeger, as sandboxd-sim does with OTEL_* set.
 func startSim(t *testing.T) (*sim.Server, string) {
 	t.Helper()
-	exp, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL(jaeger.OTLPEndpoint+"/v1/traces"))
+	tp, err := jaeger.TracerProvider(t.Context(), simService)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(100*time.Millisecond)),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", simService))))
 	s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 8}, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
