@@ -25,7 +25,7 @@ TEST_FLAGS   ?=
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
-.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-burst plots clean demo mutants
+.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-burst plots clean demo demo-observability mutants
 
 build:
 	$(GO) build ./...
@@ -127,6 +127,11 @@ clean:
 # kubectl when run from a terminal (-hold), and exits when it is not.
 demo: tools
 	$(GO) run ./cmd/vk-sandbox-demo $(DEMO_FLAGS)
+
+# The demo with its traces in a real Jaeger (and its metrics in a real
+# Prometheus when one is installed); it prints the URLs to open.
+demo-observability: tools obs-tools
+	$(GO) run ./cmd/vk-sandbox-demo -observability $(DEMO_FLAGS)
 
 # The mutation check of docs/reliability.md ("Mutation check"): each
 # mutation of scripts/mutants.txt, one at a time, applied to a temporary

@@ -65,6 +65,8 @@ func StartPrometheus(ctx context.Context, o PrometheusOptions) (*Prometheus, err
 		if o.Dir, err = os.MkdirTemp("", "prometheus-"); err != nil {
 			return nil, err
 		}
+	} else if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
 	}
 	pr := &Prometheus{Log: filepath.Join(o.Dir, "prometheus.log"), Config: filepath.Join(o.Dir, "prometheus.yml")}
 	targets := make([]string, len(o.Targets))
