@@ -25,7 +25,7 @@ TEST_FLAGS   ?=
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
-.PHONY: build build-linux tools test test-reliability fuzz lint bench bench-compare bench-baseline bench-burst plots clean demo mutants
+.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst plots clean demo demo-observability mutants
 
 build:
 	$(GO) build ./...
@@ -48,6 +48,25 @@ tools:
 test: tools
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(RACE_PKGS)
+
+# Jaeger v2 and the headless-Chromium checker, cached like the control
+# plane but built only for the targets below.
+obs-tools:
+	bash scripts/build-tools.sh jaeger vk-jaegerui
+
+# The real-backend test of docs/observability.md: the binary, a real
+# apiserver and the emulator exporting to a real Jaeger; Prometheus and
+# Chromium too when installed (.ci/run installs them). Behind the
+# observability build tag, so `make test` does not run it. CI runs it.
+test-observability: tools obs-tools
+	$(GO) test -tags observability -count=1 -v -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./kube/e2e/observability/
+
+# Regenerates docs/img/jaeger-trace.png from a fresh claim opened in the
+# Jaeger UI by headless Chromium. It fails, writing nothing, when the Jaeger
+# UI is missing (the module build has only a placeholder): point
+# VK_JAEGER_UI_ASSETS at a built Jaeger UI to use one.
+observability-screenshot: tools obs-tools
+	VK_SCREENSHOT=$(CURDIR)/docs/img/jaeger-trace.png $(GO) test -tags observability -count=1 -v -timeout $(TEST_TIMEOUT) -run TestClaimTracesInJaeger ./kube/e2e/observability/
 
 # The reliability suites of docs/reliability.md at full size. Every test is
 # named TestR<n>...; `make test` runs the same tests at CI size, and
@@ -120,6 +139,11 @@ clean:
 # kubectl when run from a terminal (-hold), and exits when it is not.
 demo: tools
 	$(GO) run ./cmd/vk-sandbox-demo $(DEMO_FLAGS)
+
+# The demo with its traces in a real Jaeger (and its metrics in a real
+# Prometheus when one is installed); it prints the URLs to open.
+demo-observability: tools obs-tools
+	$(GO) run ./cmd/vk-sandbox-demo -observability $(DEMO_FLAGS)
 
 # The mutation check of docs/reliability.md ("Mutation check"): each
 # mutation of scripts/mutants.txt, one at a time, applied to a temporary

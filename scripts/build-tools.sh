@@ -1,27 +1,37 @@
 #!/usr/bin/env bash
-# build-tools.sh builds the test-only control plane binaries (etcd,
-# kube-apiserver, kube-scheduler) from the pinned tools modules under tools/,
-# caches them outside the clone, and links them into the git-ignored bin/.
+# build-tools.sh builds binaries the tests and demos need from the pinned
+# tools modules under tools/, caches them outside the clone, and links them
+# into the git-ignored bin/. With no argument it builds the set `make test`
+# needs (etcd, kube-apiserver, kube-scheduler, the agent-sandbox
+# controller); arguments name tools or tools modules to build instead, e.g.
+# `build-tools.sh jaeger vk-jaegerui` for make demo-observability and
+# make test-observability.
 #
-# Cache: ${VK_TOOLS_CACHE:-$HOME/.cache/vk-sandbox-tools}/<key>/, where <key>
-# is a short sha256 of every tools/*/go.mod and go.sum plus GOOS/GOARCH. A
-# version bump in a tools module therefore gets a fresh directory, and a
-# fresh CI clone reuses the binaries of the previous run. A cached binary is
-# reused only if it runs with --version; otherwise it is rebuilt, so a new
-# machine (empty cache) always works with just Go and the module proxy.
+# Cache: ${VK_TOOLS_CACHE:-$HOME/.cache/vk-sandbox-tools}/<dir>-<key>/, one
+# directory per tools module, where <key> is a short sha256 of that module's
+# own files (go.mod, go.sum, its Go files) plus GOOS/GOARCH. A version bump
+# in one tools module rebuilds only that module's binaries, adding a module
+# rebuilds nothing else, and a fresh CI clone reuses the binaries of the
+# previous run. A cached binary is reused only if it runs with --version;
+# otherwise it is rebuilt, so a new machine (empty cache) always works with
+# just Go and the module proxy.
 #
 # Environment:
 #   VK_TOOLS_CACHE   cache root (default $HOME/.cache/vk-sandbox-tools)
 #   VK_TOOLS_REBUILD set to 1 to ignore cached binaries
 set -euo pipefail
 
-# One line a binary: <name> <tools module dir> <main package>.
-# To add a binary, add a line (and, if needed, a tools/<dir> module).
+# One line a binary: <name> <tools module dir> <main package> <set>, where
+# <set> is "test" for what a bare run builds (what `make test` needs) and
+# "extra" for what is built only when named. To add a binary, add a line
+# (and, if needed, a tools/<dir> module).
 TOOLS=(
-	"etcd           etcd go.etcd.io/etcd/server/v3"
-	"kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver"
-	"kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler"
-	"agent-sandbox-controller agent-sandbox sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller"
+	"etcd           etcd go.etcd.io/etcd/server/v3 test"
+	"kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver test"
+	"kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler test"
+	"agent-sandbox-controller agent-sandbox sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller test"
+	"jaeger         jaeger github.com/jaegertracing/jaeger/cmd/jaeger extra"
+	"vk-jaegerui    jaegerui github.com/cocoonstack/vk-sandbox/tools/jaegerui extra"
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,26 +44,46 @@ command -v go >/dev/null || { log "go is not on PATH"; exit 1; }
 goos="$(go env GOOS)"
 goarch="$(go env GOARCH)"
 
-key="$(
-	cd "$root/tools"
-	{
-		printf '%s/%s\n' "$goos" "$goarch"
-		for f in */go.mod */go.sum; do
-			[[ -f "$f" ]] || continue
-			printf '== %s\n' "$f"
-			cat "$f"
-		done
-	} | sha256sum | cut -c1-16
-)"
 cache_root="${VK_TOOLS_CACHE:-$HOME/.cache/vk-sandbox-tools}"
-cache="$cache_root/$key"
-mkdir -p "$cache" "$root/bin"
+mkdir -p "$cache_root" "$root/bin"
 
-# Serialize concurrent runs (parallel test packages, CI jobs sharing $HOME)
-# so that one builds and the others reuse.
-if command -v flock >/dev/null; then
-	exec 9>"$cache/.lock"
-	flock 9
+# cache_of prints the cache directory of one tools module: its name and a
+# key over its own files only, so that no other module's change moves it.
+cache_of() {
+	local dir="$1" key
+	key="$(
+		cd "$root/tools/$dir"
+		{
+			printf '%s/%s\n' "$goos" "$goarch"
+			for f in go.mod go.sum *.go; do
+				[[ -f "$f" ]] || continue
+				printf '== %s\n' "$f"
+				cat "$f"
+			done
+		} | sha256sum | cut -c1-16
+	)"
+	printf '%s/%s-%s' "$cache_root" "$dir" "$key"
+}
+
+# wanted: the TOOLS lines selected by the arguments (a tool's name or its
+# module's dir), or the "test" set when there are none.
+wanted=()
+if (($# == 0)); then
+	for entry in "${TOOLS[@]}"; do
+		[[ "${entry##* }" == test ]] && wanted+=("$entry")
+	done
+else
+	for arg in "$@"; do
+		found=0
+		for entry in "${TOOLS[@]}"; do
+			read -r name dir _ <<<"$entry"
+			if [[ "$arg" == "$name" || "$arg" == "$dir" ]]; then
+				wanted+=("$entry")
+				found=1
+			fi
+		done
+		((found)) || { log "unknown tool $arg (known: $(printf '%s\n' "${TOOLS[@]}" | awk '{print $1}' | tr '\n' ' '))"; exit 2; }
+	done
 fi
 
 # ldflags_for stamps a version into binaries that would otherwise report
@@ -68,6 +98,10 @@ ldflags_for() {
 		minor="${minor%%.*}"
 		printf -- '-X k8s.io/component-base/version.gitVersion=%s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=%s -X k8s.io/component-base/version.gitTreeState=clean' "$v" "$minor"
 		;;
+	jaeger)
+		v="$(cd "$root/tools/jaeger" && go list -mod=mod -m -f '{{.Version}}' github.com/jaegertracing/jaeger)"
+		printf -- '-X github.com/jaegertracing/jaeger/internal/version.latestVersion=%s' "$v"
+		;;
 	esac
 }
 
@@ -77,8 +111,18 @@ usable() { [[ -x "$1" ]] && "$1" --version >/dev/null 2>&1; }
 # the effective one instead of overwriting it.
 goflags="$(go env GOFLAGS) -mod=mod"
 
-for entry in "${TOOLS[@]}"; do
-	read -r name dir pkg <<<"$entry"
+locked=""
+for entry in "${wanted[@]}"; do
+	read -r name dir pkg _ <<<"$entry"
+	cache="$(cache_of "$dir")"
+	mkdir -p "$cache"
+	# Serialize concurrent runs (parallel test packages, CI jobs sharing
+	# $HOME) per module, so that one builds and the others reuse.
+	if [[ "$locked" != "$cache" ]] && command -v flock >/dev/null; then
+		exec 9>"$cache/.lock"
+		flock 9
+		locked="$cache"
+	fi
 	out="$cache/$name"
 	t0=$SECONDS
 	if [[ "${VK_TOOLS_REBUILD:-0}" != 1 ]] && usable "$out"; then
@@ -101,4 +145,4 @@ for entry in "${TOOLS[@]}"; do
 	ln -sfn "$out" "$root/bin/$name"
 done
 
-log "bin/ -> $cache ($((SECONDS - start_all))s total)"
+log "bin/ -> $cache_root ($((SECONDS - start_all))s total)"

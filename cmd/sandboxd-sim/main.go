@@ -7,8 +7,13 @@
 //	listening on http://127.0.0.1:7777
 //
 // so that a parent started with --listen 127.0.0.1:0 can learn the port.
-// Logs are JSON on stderr. SIGINT/SIGTERM drain requests, stop the reaper
-// and save --state.
+// Logs are JSON on stderr. SIGINT/SIGTERM drain requests, stop the reaper,
+// save --state and flush spans.
+//
+// Traces are configured like vk-sandbox's, by the OTEL_* environment only
+// (docs/observability.md): with OTEL_EXPORTER_OTLP_ENDPOINT set, every
+// request is a server span of service sandboxd-sim, a child of the
+// caller's traceparent, exported over OTLP/HTTP.
 package main
 
 import (
@@ -25,6 +30,7 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
 
 // version is set with -ldflags "-X main.version=...".
@@ -51,6 +57,21 @@ func run(args []string) error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	o.cfg.Logger = log
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{ServiceName: "sandboxd-sim", Version: version})
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer func() {
+		// After the drain below, so the last requests' spans go out too.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			log.Warn("flushing spans", "error", err)
+		}
+	}()
+	if tel.ExportingTraces {
+		o.cfg.TracerProvider = tel.TracerProvider
+	}
 	srv, err := sim.New(o.cfg)
 	if err != nil {
 		return err

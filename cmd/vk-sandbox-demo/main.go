@@ -4,6 +4,12 @@
 // walks through the Pod contract: claim → Running with the VM IP; a delete
 // with the owner alive preserves the VM and a same-name Pod adopts it; the
 // owner deleted releases it. Run it with `make demo`.
+//
+// With -observability (`make demo-observability`) it also starts a real
+// Jaeger v2 that receives the traces of vk-sandbox and of the emulator,
+// and a real Prometheus scraping vk-sandbox when one is installed; the
+// first claim meets one injected sandboxd 500, so its trace shows a
+// retry. At the end it prints the URLs to open.
 package main
 
 import (
@@ -45,10 +51,11 @@ var sandboxGVR = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: 
 
 func main() {
 	hold := flag.Bool("hold", isTerminal(os.Stdin), "keep everything running after the walkthrough until Ctrl-C (default: when stdin is a terminal)")
+	withObs := flag.Bool("observability", false, "also run Jaeger (and Prometheus, if installed) and send the traces there")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *hold); err != nil {
+	if err := run(ctx, *hold, *withObs); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
@@ -56,7 +63,7 @@ func main() {
 
 func step(format string, a ...any) { fmt.Printf("\n==> "+format+"\n", a...) }
 
-func run(ctx context.Context, hold bool) error {
+func run(ctx context.Context, hold, withObs bool) error {
 	dir, err := os.MkdirTemp("", "vk-sandbox-demo-")
 	if err != nil {
 		return err
@@ -78,8 +85,20 @@ func run(ctx context.Context, hold bool) error {
 		return err
 	}
 
+	var obs *observability
+	if withObs {
+		if obs, err = startJaeger(ctx, dir); err != nil {
+			return err
+		}
+		defer obs.stop()
+	}
+
 	step("starting the sandboxd emulator (warm pool 'default', 0.5ms claims)")
-	s, err := sim.New(sim.Config{RootToken: token, Pools: map[pool.Key]int{{Template: "default"}: 8}, ClaimLatency: 500 * time.Microsecond})
+	simCfg := sim.Config{RootToken: token, Pools: map[pool.Key]int{{Template: "default"}: 8}, ClaimLatency: 500 * time.Microsecond}
+	if obs != nil {
+		simCfg.TracerProvider = obs.simTP
+	}
+	s, err := sim.New(simCfg)
 	if err != nil {
 		return err
 	}
@@ -114,12 +133,16 @@ func run(ctx context.Context, hold bool) error {
 		"--sandboxd-url", sandboxdURL, "--sandboxd-token-file", tokenFile,
 		"--state-path", filepath.Join(dir, "state", "claims.json"))
 	vk.Stdout, vk.Stderr = logf, logf
+	vk.Env = append(os.Environ(), obs.env()...)
 	vk.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := vk.Start(); err != nil {
 		return err
 	}
 	defer func() { _ = vk.Process.Signal(syscall.SIGTERM); _ = vk.Wait(); logf.Close() }()
 	fmt.Printf("    logs: %s   metrics: http://%s/metrics\n", logPath, metricsAddr)
+	if err := obs.startPrometheus(ctx, dir, metricsAddr); err != nil {
+		return err
+	}
 
 	cs := env.Clientset()
 	dyn, err := dynamic.NewForConfig(env.Config)
@@ -127,16 +150,7 @@ func run(ctx context.Context, hold bool) error {
 		return err
 	}
 	if err := waitFor(ctx, "node "+nodeName+" Ready", func(ctx context.Context) bool {
-		n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return true
-			}
-		}
-		return false
+		return kubetest.NodeReady(ctx, cs, nodeName)
 	}); err != nil {
 		return err
 	}
@@ -147,6 +161,10 @@ func run(ctx context.Context, hold bool) error {
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return err
+	}
+	if obs != nil {
+		fmt.Printf("    (sandboxd answers the first claim 500 once, so its trace shows the retry)\n")
+		s.InjectFault(sim.Fault{Verb: pool.VerbClaim, Mode: "500", Count: 1})
 	}
 	first, err := createAndWait(ctx, cs, owner)
 	if err != nil {
@@ -181,6 +199,9 @@ func run(ctx context.Context, hold bool) error {
 	}
 	fmt.Printf("    releases at sandboxd: %d, sandboxes left: %d\n", s.Counters()["release_ok"], len(s.Sandboxes()))
 
+	if err := obs.report(ctx, string(first.UID)); err != nil {
+		return err
+	}
 	fmt.Printf("\nDemo complete.\n")
 	if hold {
 		fmt.Printf("Everything is still running. Try:\n  export KUBECONFIG=%s\n  kubectl get nodes,pods -o wide\nCtrl-C to stop.\n", env.Kubeconfig)

@@ -17,15 +17,15 @@ import (
 const buildScript = "scripts/build-tools.sh"
 
 var (
-	buildMu   sync.Mutex
-	buildDone bool // build-tools.sh already ran in this process
+	buildMu sync.Mutex
+	built   = map[string]bool{} // tools build-tools.sh already ran for in this process
 )
 
-// Binary returns the path of a control-plane tool (etcd, kube-apiserver,
-// kube-scheduler, ...). It looks in $VK_TOOLS_BIN, then in <repo>/bin, and
-// if the tool is in neither it runs scripts/build-tools.sh, which reuses the
-// cache outside the clone or builds from the tools modules, and links the
-// result into <repo>/bin. It fails rather than skips: a test that needs a
+// Binary returns the path of a tool of scripts/build-tools.sh (etcd,
+// kube-apiserver, kube-scheduler, jaeger, ...). It looks in $VK_TOOLS_BIN,
+// then in <repo>/bin, and if the tool is in neither it runs
+// `scripts/build-tools.sh <name>`, which reuses the cache outside the clone
+// or builds from the tools module, and links the result into <repo>/bin. It fails rather than skips: a test that needs a
 // control plane must not pass without one.
 func Binary(ctx context.Context, name string) (string, error) {
 	return binary(ctx, name, nil)
@@ -40,14 +40,14 @@ func binary(ctx context.Context, name string, logf func(string, ...any)) (string
 		return "", fmt.Errorf("find %s: %w", name, err)
 	}
 
-	// One build per process; build-tools.sh itself takes a file lock, so
+	// One build per tool and process; build-tools.sh itself takes a file lock, so
 	// parallel test binaries wait for each other instead of building twice.
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if p, ok := findBinary(name); ok {
 		return p, nil
 	}
-	if buildDone {
+	if built[name] {
 		return "", fmt.Errorf("find %s: %s ran but %s is not in %s/bin", name, buildScript, name, root)
 	}
 	if logf != nil {
@@ -55,14 +55,14 @@ func binary(ctx context.Context, name string, logf func(string, ...any)) (string
 	}
 	start := time.Now()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript))
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript), name)
 	cmd.Dir = root
 	cmd.Stdout = io.MultiWriter(os.Stderr, &out)
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("find %s: %s failed after %s: %w\n%s", name, buildScript, time.Since(start).Round(time.Second), err, lastLines(out.String(), 30))
 	}
-	buildDone = true
+	built[name] = true
 	if logf != nil {
 		logf("kubetest: %s done in %s", buildScript, time.Since(start).Round(time.Millisecond))
 	}

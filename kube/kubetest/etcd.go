@@ -3,8 +3,6 @@ package kubetest
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,18 +63,12 @@ func (e *Env) startEtcd(ctx context.Context) error {
 }
 
 func etcdHealthy(ctx context.Context, client string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
+	body, err := httpGet(ctx, client+"/health", 4096)
 	if err != nil {
-		return err
+		return fmt.Errorf("etcd: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"health":"true"`) {
-		return fmt.Errorf("etcd /health: %d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	if !strings.Contains(string(body), `"health":"true"`) {
+		return fmt.Errorf("etcd /health: %s", strings.TrimSpace(string(body)))
 	}
 	return nil
 }

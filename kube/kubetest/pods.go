@@ -1,8 +1,11 @@
 package kubetest
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
 )
@@ -24,4 +27,19 @@ func SandboxPod(namespace, name, node string) *corev1.Pod {
 			Containers:    []corev1.Container{{Name: "agent", Image: "sandbox:latest"}},
 		},
 	}
+}
+
+// NodeReady reports whether the node exists and its Ready condition is
+// True: the moment a virtual node's pod controller runs.
+func NodeReady(ctx context.Context, cs kubernetes.Interface, name string) bool {
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
@@ -125,6 +127,10 @@ type Config struct {
 	StatePath string
 	// Logger gets one line per request; nil discards.
 	Logger *slog.Logger
+	// TracerProvider, if set, gets one server span per request, a child of
+	// the caller's traceparent (see middleware.go). nil starts no span: the
+	// emulator then only reads the trace id, for TraceIDs and the log.
+	TracerProvider trace.TracerProvider
 }
 
 // NodeTenant is the tenant name of Config.NodeToken.

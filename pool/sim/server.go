@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
@@ -19,6 +21,7 @@ const verbRenew = "renew"
 type Server struct {
 	cfg       Config // immutable after New; runtime knobs live below
 	log       *slog.Logger
+	tracer    trace.Tracer // nil: no server spans
 	ix        *index
 	tenants   *tenantSet
 	ownerAddr string // node-wide owner_addr; "" in none and per-claim modes
@@ -66,6 +69,9 @@ func New(cfg Config) (*Server, error) {
 		peers:    map[string]bool{},
 		counters: newCounterSet(),
 		stop:     make(chan struct{}), done: make(chan struct{}),
+	}
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer(TracerName)
 	}
 	for _, t := range cfg.PeerTemplates {
 		s.peers[t] = true
