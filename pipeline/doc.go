@@ -17,8 +17,9 @@
 //	                    ▼                   │
 //	       release (rollback)          quarantined (loaded from disk)
 //
-// Tentative rows exist only in memory: never Running, never adopted, but
-// releasable. Quarantined rows were loaded from the state file and no
+// Tentative rows exist only in memory. They are releasable and never
+// Running; a Pod of the same owner takes one over only by retrying its
+// commit. Quarantined rows were loaded from the state file and no
 // sandboxd listing has vouched for them yet: releasable, not adoptable, not
 // Running. Durable rows live in the store, which is the authority. The
 // overlays are described at the table type.
