@@ -121,10 +121,13 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	np.Status = pendingStatus(pod, "SandboxClaiming", "claiming a warm sandbox")
 	p.cache.put(key, np)
 	ref := refOf(pod)
-	// The slot wait is bounded by the engine's shutdown, not by
-	// virtual-kubelet's context: an error here would make a restartPolicy
-	// Never Pod terminally Failed, and shutdown or backpressure is no cause.
-	// A Pod not queued at shutdown stays Pending; the next process claims it.
+	// Create never blocks: a full shard leaves the Pod Pending
+	// (SandboxQueueFull) and offers its intent again later (see
+	// pipeline.Engine.Create). It fails only once shutdown has begun. That
+	// error is logged, not returned: returning it would make a
+	// restartPolicy Never Pod terminally Failed, and shutdown is no cause.
+	// A Pod not queued at shutdown stays Pending; the next process claims
+	// it.
 	if err := p.engine.Create(context.WithoutCancel(ctx), pipeline.Intent{Ref: ref, Spec: spec}); err != nil {
 		p.log.WarnContext(ctx, "claim not queued; the Pod stays Pending for the next process", "pod", key, "error", err)
 	}

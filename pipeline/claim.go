@@ -197,10 +197,11 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 	return e.persistOrRollBack(ctx, it, c, false)
 }
 
-// persistOrRollBack makes a tentative claim durable, then publishes Running. If the
-// durable write fails, the claim just taken is released (rollback); if that
-// fails too, the tentative row keeps the credential in memory so that a
-// retry or a later delete can still reach the VM.
+// persistOrRollBack makes a tentative claim durable, then publishes Running
+// (in that order: see publishRunning). If the durable write fails, the
+// claim just taken is released (rollback); if that fails too, the
+// tentative row keeps the credential in memory so that a retry or a later
+// delete can still reach the VM.
 func (e *Engine) persistOrRollBack(ctx context.Context, it Intent, c store.Claim, adopted bool) txResult {
 	ref := it.Ref
 	e.table.setTentative(ref.Key, c)
@@ -309,6 +310,17 @@ func retryable(err error) error {
 // publishRunning reports it.Ref Running on claim c. It first records the
 // lifetime the Pod asks for, which the lease watch renews up to when the
 // node grants less (see WatchLeases); the caller holds the key lock.
+//
+// Durable before Running (this is the rule's one statement; docs link
+// here): publishRunning is the only path to Reporter.Running, and it is
+// called only with a claim the store has acknowledged. reconcile calls it
+// for a row that is already StateDurable; adopt and persistOrRollBack call
+// it only after persist returned nil, that is after Store.Put made the row
+// durable (its group fsynced). A claim whose commit failed is never
+// reported Running: it is rolled back instead. Because Running is the
+// first time the Pod shows the VM (its IP, its claim id), no user is ever
+// handed a VM whose release credential a crash could lose. A renewed
+// deadline follows the same order (WatchLeases).
 func (e *Engine) publishRunning(ctx context.Context, it Intent, c store.Claim, adopted bool) {
 	ref := it.Ref
 	e.table.setLifetime(ref.Key, it.Spec.TTLSeconds)

@@ -15,7 +15,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
-// the claim transaction (docs/pod-contract.md) step 5: Running is pushed only once the claim is durable. The
+// Durable before Running (Engine.publishRunning): Running is pushed only once the claim is durable. The
 // Reporter looks at the store (and at the bytes of the fsynced state file)
 // from inside Running.
 func TestCreateGoesRunningOnlyAfterDurableCommit(t *testing.T) {
@@ -67,7 +67,7 @@ func TestCreateGoesRunningOnlyAfterDurableCommit(t *testing.T) {
 	}
 }
 
-// the concurrency rules (docs/architecture.md): sharding by UID plus singleflight collapse duplicate events;
+// the ordering guarantee (the shard type): sharding by UID plus the shard's intent replacement collapse duplicate events;
 // a storm of Create calls for one Pod makes one sandboxd claim.
 func TestDuplicateEventsMakeOneClaim(t *testing.T) {
 	// Some latency so that most duplicates land while the claim is in flight.
@@ -277,7 +277,7 @@ func TestLostResponseWithoutRootTokenIsNeverClaimedTwice(t *testing.T) {
 	}
 }
 
-// the claim transaction (docs/pod-contract.md): if the durable write fails, the claim just taken is released
+// the claim states (docs/design.md): if the durable write fails, the claim just taken is released
 // on a detached context and the Pod is never Running. If that release fails
 // too, the credential stays in memory (tentative) so a later delete can
 // still reach the VM.

@@ -46,12 +46,12 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 	e.gens.died(ref.Key, ref.UID)
 	e.cancelIntent(ref.UID)
 	// The owner GET can take --owner-get-timeout. It runs before the key
-	// lock is taken, so work on other keys that share the lock's stripe
-	// does not wait behind it. The verdict is about the owner, not the row,
-	// so it still holds under the lock, but only for the claim that was
-	// asked about. The row is looked up again under the lock, and the owner
-	// is asked again if the row changed (a replacement adopted it or
-	// released it meanwhile).
+	// lock is taken, so the key's other work (a replacement Pod's
+	// transaction, the lease watch) does not wait behind it. The verdict
+	// is about the owner, not the row, so it still holds under the lock,
+	// but only for the claim that was asked about. The row is looked up
+	// again under the lock, and the owner is asked again if the row
+	// changed (a replacement adopted it or released it meanwhile).
 	var v Verdict
 	askedFor, asked := "", false // the claim ID the verdict was taken for
 	if c, st := e.table.lookup(ref.Key); st != StateNone && c.PodUID == ref.UID {

@@ -97,7 +97,7 @@ func TestAdoptionRequiresSameOwner(t *testing.T) {
 	}
 }
 
-// the claim transaction (docs/pod-contract.md) stale-UID guard: a delete carrying a previous generation's UID
+// the stale-UID guard (docs/pod-contract.md): a delete carrying a previous generation's UID
 // has no authority over the claim the new generation adopted.
 func TestStaleUIDDeleteIsIgnored(t *testing.T) {
 	r := newRig(t, sim.Config{}, nil)
@@ -202,7 +202,7 @@ func TestReleaseErrorKeepsClaim(t *testing.T) {
 }
 
 // The owner GET of a delete can take --owner-get-timeout. It must not hold
-// the key lock, which is shared with unrelated keys on the same stripe: here
+// the key's lock, which the key's other work needs: here
 // a same-owner replacement of the key, which needs that lock, adopts the VM
 // while the old generation's delete is still waiting for its verdict. The
 // delete then finds the row moved on and has no authority over it, even

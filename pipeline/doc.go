@@ -1,16 +1,15 @@
 // Package pipeline is the claim transaction engine: it turns Pod intents
-// into sandboxd claims that are durable before anyone sees them Running.
+// into sandboxd claims that are durable before anyone sees them Running
+// (the rule, and where it is kept, is at Engine.publishRunning).
 //
 // Shape. Intents fan into N shards chosen by hash(Pod UID). A shard is a
 // client-go workqueue with W workers; the queue item is the UID and the
-// intent (the newest Pod spec for that UID) sits beside it. Ordering
-// guarantee, stated once: a UID is never processed by two workers at once,
-// and an intent recorded while its UID is being processed is processed
-// again afterwards (the workqueue's dirty/processing rule). Different
-// generations (UIDs) of one pod key are serialised by a striped key lock,
+// intent (the newest Pod spec for that UID) sits beside it. The ordering
+// guarantee of a UID is stated at the shard type. Different generations
+// (UIDs) of one pod key are serialised by that key's own lock (keyLocks),
 // so a delete of the old Pod and an adoption by the new one never overlap.
 //
-// Claim states (the claim transaction (docs/pod-contract.md)):
+// Claim states (docs/design.md, "Claim states"):
 //
 //	none ──claim──▶ tentative ──fsync──▶ durable ──push──▶ Running
 //	                    │                   ▲
@@ -18,10 +17,12 @@
 //	                    ▼                   │
 //	       release (rollback)          quarantined (loaded from disk)
 //
-// Tentative rows exist only in memory: never Running, never adopted, but
-// releasable. Quarantined rows were loaded from the state file and no
+// Tentative rows exist only in memory. They are releasable and never
+// Running; a Pod of the same owner takes one over only by retrying its
+// commit. Quarantined rows were loaded from the state file and no
 // sandboxd listing has vouched for them yet: releasable, not adoptable, not
-// Running. Durable rows live in the store, which is the authority.
+// Running. Durable rows live in the store, which is the authority. The
+// overlays are described at the table type.
 //
 // The pipeline speaks of pod keys, UIDs and claims. It never sees a
 // corev1.Pod: the kube package renders status through the Reporter.

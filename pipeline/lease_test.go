@@ -89,7 +89,8 @@ func TestLeaseExpiryPushesExpired(t *testing.T) {
 	})
 }
 
-// the background loops (docs/architecture.md) orphan scan: it only reports. Listed sandboxes that no claim
+// the background loops (docs/architecture.md) orphan scan: it reports (it releases only undelivered VMs, and
+// there are none here). Listed sandboxes that no claim
 // knows about and claims whose sandbox is not listed are counted; nothing
 // is released, and a failed listing is not an empty list.
 func TestOrphanScanOnlyReports(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
-// the claim transaction (docs/pod-contract.md) quarantine: rows loaded from disk are releasable but neither
+// the claim states (docs/design.md) quarantine: rows loaded from disk are releasable but neither
 // adoptable nor Running, and are never claimed over, until a sandboxd
 // listing vouches for them. A failed listing decides nothing; a successful
 // one lifts the listed rows and drops the rest, releasing nothing.

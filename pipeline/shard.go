@@ -20,9 +20,14 @@ type queued struct {
 }
 
 // shard is one client-go workqueue plus the intents its items stand for.
-// The queue item is the Pod UID; the workqueue guarantees that a UID is
-// never processed by two workers at once and that a UID added while being
-// processed is processed again afterwards.
+// The queue item is the Pod UID.
+//
+// Ordering guarantee (this is its one statement; docs link here): a UID is
+// never processed by two workers at once, and an intent recorded while its
+// UID is being processed is processed again afterwards. The workqueue's
+// dirty/processing rule gives both. A repeated event for a UID that is
+// already held replaces its intent (update) and takes no new slot, so
+// duplicate creates need no further deduplication.
 //
 // Backpressure: at most depth UIDs may hold an intent at once, so memory
 // stays bounded however fast Pods arrive. A new UID never waits for a slot

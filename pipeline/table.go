@@ -26,8 +26,8 @@ import (
 //     its transaction publishes Running. Memory only: after a restart it is
 //     set again when virtual-kubelet hands the Pod back.
 //
-// Every mutation of one key happens under that key's stripe lock (keyLocks);
-// mu only guards the two overlay maps themselves.
+// Every mutation of one key happens under that key's own lock (keyLocks);
+// mu only guards the overlay maps themselves.
 type table struct {
 	st Store
 

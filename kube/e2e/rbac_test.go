@@ -122,7 +122,8 @@ func createObject(ctx context.Context, cs kubernetes.Interface, obj runtime.Obje
 }
 
 // serviceAccountKubeconfig writes a kubeconfig holding a fresh token of
-// the ServiceAccount, as docs/install.md has an operator make one.
+// the ServiceAccount, as an operator would make one for a node (README.md,
+// "Deployment").
 func serviceAccountKubeconfig(t *testing.T, cs kubernetes.Interface, ns, name string) string {
 	t.Helper()
 	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name, &authv1.TokenRequest{}, metav1.CreateOptions{})

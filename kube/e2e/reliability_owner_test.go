@@ -17,7 +17,7 @@ import (
 // R2: owner and apiserver faults. A Pod deletion is not VM authority
 // (the delete authorization table (docs/pod-contract.md)): whatever happens to the Pods, the apiserver or the owner
 // lookups, no VM is released unless its owner is known to be gone, and a
-// same-name replacement Pod adopts the held VM (the claim transaction (docs/pod-contract.md)).
+// same-name replacement Pod adopts the held VM (adoption, docs/pod-contract.md).
 //
 // None of these tests calls t.Parallel: TestR2APIServerDown stops the
 // package's shared apiserver, which is only safe because a non-parallel
@@ -55,9 +55,9 @@ func TestR2APIServerDown(t *testing.T) {
 
 	// Every Pod is deleted, and vk-sandbox has seen every delete: each
 	// DeletePod has begun, so its verdict hangs on the owner GET alone. The
-	// GETs are held, so none reaches the apiserver before it is gone. The
-	// GET is made before the delete takes its key-lock stripe, so none
-	// waits behind another key's GET.
+	// GETs are held, so none reaches the apiserver before it is gone. Each
+	// key has its own lock, and the GET is made before the delete takes
+	// it, so none waits behind another key's GET.
 	proxy.hold()
 	f.deletePods(f.names, graceZero)
 	testkit.WaitForCtx(t, waitFor, "every delete seen by vk-sandbox, owner GETs held", func(context.Context) (bool, error) {

@@ -31,12 +31,18 @@ type compaction struct {
 }
 
 // maybeCompact runs on the writer after every acknowledged batch. It
-// finishes a compaction whose snapshot is durable, or starts one once the
-// log holds more than max(CompactMin, 2*live) records. A rewrite costs
-// O(live) and leaves about live records, so at least max(CompactMin, live)
-// appends separate two rewrites: O(1) amortized per record. The writer's own
-// O(live) share is one copy of the row pointers; the bytes and their fsync
-// are the compactor's.
+// finishes a compaction whose snapshot is durable, or starts one.
+//
+// The compaction bound (this is its one statement; docs link here): a
+// compaction starts once the log holds more than max(CompactMin, 2*live)
+// records, live being the rows in the table. A rewrite costs O(live) and
+// leaves about live records, so at least max(CompactMin, live) appends
+// separate two rewrites: O(1) amortized per record. After a failed
+// compaction the next one waits for another max(CompactMin, live) records
+// (compactEnded); apart from that, the log exceeds the bound only by the
+// commits made while one compaction runs. The writer's own O(live) share
+// is one copy of the row pointers; the bytes and their fsync are the
+// compactor's.
 func (s *Store) maybeCompact() {
 	if c := s.compacting; c != nil {
 		select {

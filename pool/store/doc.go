@@ -85,30 +85,27 @@ such a Put is queued behind that Put. Only a key that is neither in the table no
 a Put is deleted at once, without an fsync. The queue counts pending puts
 per key for this; callers need no per-key lock for it.
 
-When the log holds more than max(CompactMin, 2*live) records, the writer
-starts a compaction: it copies the put line of every live row (the
-snapshot), and a compactor goroutine writes them, as a version 2 log with
-a new salt (header, then groups of at most 1024 records), to
-claims.json.tmp-* in the same directory and fsyncs it. Meanwhile the writer goes on committing to the
-old log, which stays whole and authoritative, and keeps a copy of every
-batch it acknowledges (the tail). Once the snapshot is durable, the writer,
-between two batches, appends the tail to the temp file (each group with a
-marker re-sealed for the new salt), fsyncs it, renames it over the state
-file and fsyncs the directory (fsyncDir). The result is a
-normal log. So a commit never waits for the O(live) write and its fsync,
-only for the copy of the row pointers and the short switch. Each compaction
-is O(live) and is followed by at least max(CompactMin, live) appends, so it
-is O(1) amortized per commit; the log exceeds its bound only by the commits
-made while one compaction runs.
+When the log outgrows its bound (stated at Store.maybeCompact: O(1)
+amortized per commit), the writer starts a compaction: it copies the put
+line of every live row (the snapshot), and a compactor goroutine writes
+them, as a version 2 log with a new salt (header, then groups of at most
+1024 records), to claims.json.tmp-* in the same directory and fsyncs it.
+Meanwhile the writer goes on committing to the old log, which stays whole
+and authoritative, and keeps a copy of every batch it acknowledges (the
+tail). Once the snapshot is durable, the writer, between two batches,
+appends the tail to the temp file (each group with a marker re-sealed for
+the new salt), fsyncs it, renames it over the state file and fsyncs the
+directory (fsyncDir). The result is a normal log. So a commit never waits
+for the O(live) write and its fsync, only for the copy of the row
+pointers and the short switch.
 
 If a write or an fsync fails (disk full, EIO, a read-only remount), the
 whole group fails with an error naming the file and the cause, no caller is
-acknowledged, and memory is unchanged. The fsync is not retried: after a
-failed fsync the kernel may have dropped the dirty pages, so a second fsync
-that succeeds proves nothing. Instead the store is marked dirty, and the
-next commit first rewrites the whole file from memory by the compaction
-path; if that fails too, the commit fails. Close does the same rewrite if
-the store is still dirty, then releases the lock.
+acknowledged, and memory is unchanged. A failed fsync is never retried
+(why: Store.syncFile); instead the store is marked dirty, and the next
+commit first rewrites the whole file from memory by the compaction path;
+if that fails too, the commit fails. Close does the same rewrite if the
+store is still dirty, then releases the lock.
 
 An error from Put means "not acknowledged", never "unknown": the context
 bounds only the wait before the writer takes the request. A commit that was

@@ -32,10 +32,12 @@ func fsyncDir(dir string) error {
 // syncFile is fsyncFile with the store's policy: skipped under
 // UnsafeNoFsync, a failpoint for tests, and a warning above SlowFsync.
 //
-// An error here is final for the bytes it covers. After a failed fsync the
-// kernel may have dropped the dirty pages and cleared the error, so a retry
-// that succeeds proves nothing; callers mark the store dirty and rebuild the
-// file from memory instead.
+// A failed fsync is not retried (this is the rule's one statement; docs
+// link here). An error here is final for the bytes it covers: after a
+// failed fsync the kernel may have dropped the dirty pages and cleared the
+// error, so a retry that succeeds proves nothing. Callers mark the store
+// dirty instead, and the next commit rebuilds the file from memory before
+// it appends (Store.commit, Store.rewrite).
 func (s *Store) syncFile(f *os.File) (time.Duration, error) {
 	if s.opts.UnsafeNoFsync {
 		return 0, nil

@@ -55,11 +55,10 @@ type Options struct {
 	// Logger receives recovery, compaction and slow-fsync reports. It never
 	// sees a token. Default slog.Default().
 	Logger *slog.Logger
-	// CompactMin is the smallest log, in records, that is compacted: the
-	// log is rewritten once it holds more than max(CompactMin, 2*live)
-	// records. Default 16384 (about 4 MiB of log): a compaction has a fixed
-	// cost of three fsyncs, which a small table must not pay every few
-	// group commits.
+	// CompactMin is the floor of the compaction bound, in records (the
+	// bound is stated at Store.maybeCompact). Default 16384 (about 4 MiB
+	// of log): a compaction has a fixed cost of three fsyncs, which a
+	// small table must not pay every few group commits.
 	CompactMin int
 
 	// failpoint, when set (tests only), is consulted at named points of the
