@@ -296,10 +296,10 @@ func checkServerSpan(t *testing.T, tr tree, c *claimCase, client kubetest.Span, 
 
 // checkRunningTree checks a claim that ended Running:
 //
-//	[createOrUpdatePod] → claim.transaction → queue.wait, singleflight →
+//	[createOrUpdatePod] → claim.transaction → queue.wait, claim.reconcile →
 //	sandboxd.claim (→ sandboxd's POST /v1/claim), store.commit, status.push
 //
-// and returns the singleflight span. A requeued claim's transaction has no
+// and returns the claim.reconcile span. A requeued claim's transaction has no
 // virtual-kubelet parent but a link instead.
 func checkRunningTree(t *testing.T, c *claimCase, spans []kubetest.Span, requeued bool) (tree, kubetest.Span) {
 	t.Helper()
@@ -315,13 +315,10 @@ func checkRunningTree(t *testing.T, c *claimCase, spans []kubetest.Span, requeue
 			t.Errorf("%s: queue.wait has no %s", c.name, k)
 		}
 	}
-	sf := tr.one(root, "singleflight")
-	if _, ok := sf.Attrs["vksandbox.singleflight.shared"].(bool); !ok {
-		t.Errorf("%s: singleflight has no vksandbox.singleflight.shared", c.name)
-	}
+	sf := tr.one(root, "claim.reconcile")
 	claims := tr.children(sf, "sandboxd.claim")
 	if len(claims) == 0 {
-		t.Fatalf("%s: no sandboxd.claim under singleflight; trace:\n%s", c.name, tr.dump())
+		t.Fatalf("%s: no sandboxd.claim under claim.reconcile; trace:\n%s", c.name, tr.dump())
 	}
 	last := claims[len(claims)-1]
 	checkServerSpan(t, tr, c, last, 200, "")
@@ -373,7 +370,7 @@ func checkRetriedInside(t *testing.T, c *claimCase, spans []kubetest.Span) {
 		}
 	}
 	if retries != 1 {
-		t.Errorf("%s: %d claim.retry events on singleflight, want 1", c.name, retries)
+		t.Errorf("%s: %d claim.retry events on claim.reconcile, want 1", c.name, retries)
 	}
 	lookups := tr.children(sf, "sandboxd.list")
 	if len(lookups) == 0 || lookups[0].StartNanos < claims[0].EndNanos || lookups[0].EndNanos > claims[1].StartNanos {
@@ -389,7 +386,7 @@ func checkRequeued(t *testing.T, c *claimCase, traces map[string][]kubetest.Span
 	first := tree{t: t, spans: traces[ids[0]]}
 	miss := first.root("capacity_miss")
 	checkRoot(t, c, miss, "capacity_miss")
-	sf := first.one(miss, "singleflight")
+	sf := first.one(miss, "claim.reconcile")
 	claims := first.children(sf, "sandboxd.claim")
 	if len(claims) != 1 {
 		t.Fatalf("%s: %d claims in the capacity-miss transaction, want 1; trace:\n%s", c.name, len(claims), first.dump())
@@ -615,7 +612,7 @@ func checkInBrowser(t *testing.T, traceID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"claim.transaction", "queue.wait", "singleflight", "sandboxd.claim", "store.commit", "status.push", "POST /v1/claim"}
+	names := []string{"claim.transaction", "queue.wait", "claim.reconcile", "sandboxd.claim", "store.commit", "status.push", "POST /v1/claim"}
 	cmd := exec.CommandContext(t.Context(), bin, "-url", jaeger.TraceURL(traceID), "-expect", strings.Join(names, ","), "-out", shot)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
