@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -27,98 +26,6 @@ var ErrStopping = errors.New("pipeline: stopping, no new claims")
 var errShardFull = errors.New("pipeline: shard at queue depth")
 
 const tracerName = "github.com/cocoonstack/vk-sandbox/pipeline"
-
-// Config configures an Engine. Zero values take the documented defaults.
-type Config struct {
-	Shards  int // default 8
-	Workers int // per shard, default 32
-	// QueueDepth is how many UIDs may hold an intent per shard; default
-	// 1024. Give every shard room for every Pod the node admits
-	// (--node-pods): then no Pod is ever deferred (see Create).
-	QueueDepth int
-
-	// Node is this virtual node's name. It goes into every claim's
-	// claim_ref and labels (see Identity). Default "vk-sandboxd".
-	Node string
-
-	Sandboxd Sandboxd
-	Store    Store
-	Reporter Reporter
-	// Owners asks a claim's recorded owner for a verdict (a replaced
-	// owner's claim, a detached row). Nil: only a bare Pod's row may be
-	// released that way; every owned row is preserved.
-	Owners   OwnerAuthority
-	Observer Observer // optional
-	Logger   *slog.Logger
-
-	// ClaimRetry bounds retries of one claim inside a transaction
-	// (transport errors, 5xx, undecodable answers); zero fields take
-	// DefaultClaimRetry's.
-	ClaimRetry pool.RetryPolicy
-	// RequeueMin/RequeueMax bound the slow retry of a Pod that could not be
-	// claimed (capacity miss, 4xx, exhausted retries, state write failure):
-	// per-UID exponential from Min up to Max. Defaults 1s and 30s.
-	RequeueMin, RequeueMax time.Duration
-	// ReleaseTimeout bounds a rollback release, which runs on a detached
-	// context so a cancelled caller cannot strand a VM. Default 10s.
-	ReleaseTimeout time.Duration
-	// VerifyInterval caps the wait between quarantine verification tries.
-	// Default 2s.
-	VerifyInterval time.Duration
-	// SettleWindow is how long a VM this node made may stay undelivered
-	// before the orphan scan releases it: longer than the worst time a
-	// claim takes to finish at sandboxd after its caller gave up (one claim
-	// attempt's deadline), so that the key's next lookup can still recover
-	// it. Default 2m.
-	SettleWindow time.Duration
-}
-
-// Defaults are the values Config's zero fields take, and the defaults of
-// vk-sandbox's matching flags: the one place they are set.
-var Defaults = Config{
-	Node: "vk-sandboxd", Shards: 8, Workers: 32, QueueDepth: 1024,
-	RequeueMin: time.Second, RequeueMax: 30 * time.Second, ReleaseTimeout: 10 * time.Second,
-	VerifyInterval: 2 * time.Second, SettleWindow: 2 * time.Minute, ClaimRetry: DefaultClaimRetry,
-}
-
-func (c *Config) defaults() error {
-	if c.Sandboxd == nil || c.Store == nil || c.Reporter == nil {
-		return errors.New("pipeline: Sandboxd, Store and Reporter are required")
-	}
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defd := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	d := Defaults
-	if c.Node == "" {
-		c.Node = d.Node
-	}
-	def(&c.Shards, d.Shards)
-	def(&c.Workers, d.Workers)
-	def(&c.QueueDepth, d.QueueDepth)
-	defd(&c.RequeueMin, d.RequeueMin)
-	defd(&c.RequeueMax, d.RequeueMax)
-	defd(&c.ReleaseTimeout, d.ReleaseTimeout)
-	defd(&c.VerifyInterval, d.VerifyInterval)
-	defd(&c.SettleWindow, d.SettleWindow)
-	c.ClaimRetry = c.ClaimRetry.Or(d.ClaimRetry)
-	if c.Observer == nil {
-		c.Observer = nopObserver{}
-	}
-	if c.Owners == nil {
-		c.Owners = bareOnly
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return nil
-}
 
 // Engine runs claim transactions. Create it with New, start it with Run.
 type Engine struct {
@@ -402,13 +309,4 @@ func splitKey(key string) (ns, name string) {
 // keyErr names the Pod and the cause, never a token.
 func keyErr(key, what string, err error) error {
 	return fmt.Errorf("%s for %s: %w", what, key, err)
-}
-
-// bareOnly is the OwnerAuthority without a way to ask an owner: a bare
-// Pod's row (known to have no owner) may go, nothing else.
-func bareOnly(_ context.Context, _ string, c ClaimView) Verdict {
-	if c.OwnerKnown() && c.OwnerUID == "" && c.Owner == "" {
-		return Verdict{Release: true, Reason: "bare-pod"}
-	}
-	return Verdict{Reason: "no-owner-authority"}
 }

@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
+)
+
+// Config configures an Engine. Zero values take the documented defaults.
+type Config struct {
+	Shards  int // default 8
+	Workers int // per shard, default 32
+	// QueueDepth is how many UIDs may hold an intent per shard; default
+	// 1024. Give every shard room for every Pod the node admits
+	// (--node-pods): then no Pod is ever deferred (see Create).
+	QueueDepth int
+
+	// Node is this virtual node's name. It goes into every claim's
+	// claim_ref and labels (see Identity). Default "vk-sandboxd".
+	Node string
+
+	Sandboxd Sandboxd
+	Store    Store
+	Reporter Reporter
+	// Owners asks a claim's recorded owner for a verdict (a replaced
+	// owner's claim, a detached row). Nil: only a bare Pod's row may be
+	// released that way; every owned row is preserved.
+	Owners   OwnerAuthority
+	Observer Observer // optional
+	Logger   *slog.Logger
+
+	// ClaimRetry bounds retries of one claim inside a transaction
+	// (transport errors, 5xx, undecodable answers); zero fields take
+	// DefaultClaimRetry's.
+	ClaimRetry pool.RetryPolicy
+	// RequeueMin/RequeueMax bound the slow retry of a Pod that could not be
+	// claimed (capacity miss, 4xx, exhausted retries, state write failure):
+	// per-UID exponential from Min up to Max. Defaults 1s and 30s.
+	RequeueMin, RequeueMax time.Duration
+	// ReleaseTimeout bounds a rollback release, which runs on a detached
+	// context so a cancelled caller cannot strand a VM. Default 10s.
+	ReleaseTimeout time.Duration
+	// VerifyInterval caps the wait between quarantine verification tries.
+	// Default 2s.
+	VerifyInterval time.Duration
+	// SettleWindow is how long a VM this node made may stay undelivered
+	// before the orphan scan releases it: longer than the worst time a
+	// claim takes to finish at sandboxd after its caller gave up (one claim
+	// attempt's deadline), so that the key's next lookup can still recover
+	// it. Default 2m.
+	SettleWindow time.Duration
+}
+
+// Defaults are the values Config's zero fields take, and the defaults of
+// vk-sandbox's matching flags: the one place they are set.
+var Defaults = Config{
+	Node: "vk-sandboxd", Shards: 8, Workers: 32, QueueDepth: 1024,
+	RequeueMin: time.Second, RequeueMax: 30 * time.Second, ReleaseTimeout: 10 * time.Second,
+	VerifyInterval: 2 * time.Second, SettleWindow: 2 * time.Minute, ClaimRetry: DefaultClaimRetry,
+}
+
+func (c *Config) defaults() error {
+	if c.Sandboxd == nil || c.Store == nil || c.Reporter == nil {
+		return errors.New("pipeline: Sandboxd, Store and Reporter are required")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	d := Defaults
+	if c.Node == "" {
+		c.Node = d.Node
+	}
+	def(&c.Shards, d.Shards)
+	def(&c.Workers, d.Workers)
+	def(&c.QueueDepth, d.QueueDepth)
+	defd(&c.RequeueMin, d.RequeueMin)
+	defd(&c.RequeueMax, d.RequeueMax)
+	defd(&c.ReleaseTimeout, d.ReleaseTimeout)
+	defd(&c.VerifyInterval, d.VerifyInterval)
+	defd(&c.SettleWindow, d.SettleWindow)
+	c.ClaimRetry = c.ClaimRetry.Or(d.ClaimRetry)
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	if c.Owners == nil {
+		c.Owners = bareOnly
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// bareOnly is the OwnerAuthority without a way to ask an owner: a bare
+// Pod's row (known to have no owner) may go, nothing else.
+func bareOnly(_ context.Context, _ string, c ClaimView) Verdict {
+	if c.OwnerKnown() && c.OwnerUID == "" && c.Owner == "" {
+		return Verdict{Release: true, Reason: "bare-pod"}
+	}
+	return Verdict{Reason: "no-owner-authority"}
+}
