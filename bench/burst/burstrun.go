@@ -44,7 +44,7 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 		defer node.stop()
 	}
 
-	t := newTracker(n)
+	t := newTracker(n, r.Namespace)
 	stopWatch, err := watchNamespace(ctx, b.cs, r.Namespace, t)
 	if err != nil {
 		return failed(err)
@@ -77,7 +77,7 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 		}
 	}()
 	select {
-	case <-t.done:
+	case <-t.Done():
 		r.Complete = true
 	case <-rctx.Done():
 		r.TimedOut = ctx.Err() == nil
@@ -94,16 +94,13 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 	if maxQueue != nil {
 		r.MaxQueue = maxQueue()
 	}
-	r.Running = t.runningCount()
-	t.mu.Lock()
-	r.ClaimAnn = t.claimAnn
-	t.mu.Unlock()
-	r.Errors = t.errs.Load()
-	if p := t.lastErr.Load(); p != nil {
-		r.LastError = *p
+	r.Running = t.Running()
+	r.ClaimAnn = t.ClaimAnnotated()
+	if errs, last := t.Errors(); errs > 0 {
+		r.Errors, r.LastError = errs, last
 	}
 
-	pods := t.snapshot()
+	pods := t.Snapshot()
 	if l, err := b.cs.CoreV1().Events(r.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
 		r.Events = len(l.Items)
 	}

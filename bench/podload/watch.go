@@ -1,0 +1,67 @@
+package podload
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Watch opens a watch on the Pods of namespace ns ("" for every
+// namespace) that match selector ("" for all) and feeds t. It returns once
+// the apiserver has accepted the watch, so that no event of the run is
+// received late because the stream was still being set up. A closed
+// stream is reopened from the last resource version seen. The event
+// receipt time is the observation time.
+func Watch(ctx context.Context, cs kubernetes.Interface, ns, selector string, t *Tracker) (stop func(), err error) {
+	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	open := func(rv string) (watch.Interface, error) {
+		timeout := int64(3600)
+		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, LabelSelector: selector,
+			TimeoutSeconds: &timeout, AllowWatchBookmarks: true})
+	}
+	w, err := open(l.ResourceVersion)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch pods: %w", err)
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		rv := l.ResourceVersion
+		for {
+			for ev := range w.ResultChan() {
+				at := time.Now()
+				switch p, ok := ev.Object.(*corev1.Pod); {
+				case ok && (ev.Type == watch.Added || ev.Type == watch.Modified):
+					rv = p.ResourceVersion
+					t.Observe(p, at)
+				case ok && ev.Type == watch.Bookmark:
+					rv = p.ResourceVersion
+				case ev.Type == watch.Error && ctx.Err() == nil:
+					t.Fail(fmt.Errorf("watch: %v", ev.Object))
+				}
+			}
+			w.Stop()
+			for ctx.Err() == nil {
+				if w, err = open(rv); err == nil {
+					break
+				}
+				t.Fail(fmt.Errorf("rewatch: %w", err))
+				time.Sleep(100 * time.Millisecond)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-finished }, nil
+}
