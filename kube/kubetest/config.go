@@ -44,12 +44,19 @@ func (e *Env) initClients(ctx context.Context) error {
 	e.clientset = cs
 
 	e.Kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	return e.WriteKubeconfig(e.Kubeconfig, e.creds.adminToken)
+}
+
+// WriteKubeconfig writes a kubeconfig file for this apiserver that
+// authenticates with token: the admin's, or one of Options.Users', for a
+// process (such as vk-sandbox) that should run as that user.
+func (e *Env) WriteKubeconfig(path, token string) error {
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: e.APIServerURL, CertificateAuthorityData: ca}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: e.creds.adminToken}
-	kc.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "admin"}
+	kc.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: e.APIServerURL, CertificateAuthorityData: e.Config.TLSClientConfig.CAData}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "user"}
 	kc.CurrentContext = "kubetest"
-	if err := clientcmd.WriteToFile(*kc, e.Kubeconfig); err != nil {
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil
