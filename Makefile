@@ -149,7 +149,7 @@ demo-observability: tools obs-tools
 # mutation of scripts/mutants.txt, one at a time, applied to a temporary
 # copy of the working tree, with the tests that must catch it. It fails if
 # one survives or no longer applies. MUTANTS_FLAGS, e.g. -only 'fsync|crc'
-# or -rev HEAD; see scripts/mutants/main.go. Not run by CI.
+# or -rev HEAD; see scripts/mutants/main.go. CI runs it (.ci/run).
 MUTANTS_FLAGS ?=
 mutants:
 	$(GO) run ./scripts/mutants $(MUTANTS_FLAGS)
