@@ -78,7 +78,7 @@ func TestConformanceTenantTokenRunsPodsWithOneWarning(t *testing.T) {
 	info := n.counter("info")
 	lists := n.counter("list")
 	testkit.WaitForCtx(t, waitFor, "three more inventory listings", func(context.Context) (bool, error) { return n.counter("list") >= lists+3, nil })
-	if got := strings.Count(n.log(), "the sandboxd token is a tenant token"); got != 1 {
+	if got := strings.Count(n.vk.Log(), "the sandboxd token is a tenant token"); got != 1 {
 		t.Errorf("%d tenant-token warnings in the log, want exactly 1", got)
 	}
 	if info > 2 || n.counter("info") != info || n.counter("get") != 0 {
@@ -114,7 +114,7 @@ func TestConformanceAnotherClientsVMUnderTheSameNameIsNeverTouched(t *testing.T)
 	if !n.holds(foreign.ID) {
 		t.Fatal("another client's VM under the same name was released")
 	}
-	if strings.Contains(n.log(), foreign.ID) {
+	if strings.Contains(n.vk.Log(), foreign.ID) {
 		t.Errorf("the log names the foreign VM %s: it was looked at as this node's", foreign.ID)
 	}
 }
@@ -161,7 +161,7 @@ func (n *vkNode) breakStoredToken(key string) {
 	// The restarted provider has the Pod back (its restored stub replaced
 	// by the Pod's first sync), so a delete from here on is an ordinary one.
 	testkit.WaitForCtx(n.t, waitFor, "the Pod "+key+" synced after the restart", func(context.Context) (bool, error) {
-		return containsLine(n.log(), `"msg":"CreatePod"`, key), nil
+		return containsLine(n.vk.Log(), `"msg":"CreatePod"`, key), nil
 	})
 }
 
@@ -187,10 +187,10 @@ func TestConformanceWrongStoredTokenRootReleasesAnyway(t *testing.T) {
 	deletePod(t, ns, "w") // a bare Pod: its delete releases
 	testkit.WaitForCtx(t, waitFor, "the VM released by id", func(context.Context) (bool, error) { return !n.holds(id), nil })
 	testkit.WaitForCtx(t, waitFor, "the row forgotten", func(context.Context) (bool, error) { return !rowLive(n, ns+"/w"), nil })
-	if !strings.Contains(n.log(), "releasing it by id with the root token") {
+	if !strings.Contains(n.vk.Log(), "releasing it by id with the root token") {
 		t.Error("the root-token release is not logged")
 	}
-	if strings.Contains(n.log(), "wrong-sandbox-token") {
+	if strings.Contains(n.vk.Log(), "wrong-sandbox-token") {
 		t.Error("the log carries the stored token")
 	}
 }

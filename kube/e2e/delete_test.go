@@ -21,7 +21,7 @@ func waitReleases(t *testing.T, n *vkNode, want int64) {
 func waitPreserved(t *testing.T, n *vkNode, key string) {
 	t.Helper()
 	testkit.WaitForCtx(t, waitFor, "preserve decision for "+key, func(testingCtx) (bool, error) {
-		return containsLine(n.log(), "VM preserved", key), nil
+		return containsLine(n.vk.Log(), "VM preserved", key), nil
 	})
 }
 

@@ -4,15 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,18 +45,12 @@ func clients(t *testing.T) (kubernetes.Interface, dynamic.Interface) {
 
 // vkNode is one virtual node: an emulator plus a vk-sandbox process.
 type vkNode struct {
-	t       *testing.T
-	Name    string
-	Sim     *sim.Server
-	srv     *httptest.Server
-	dir     string
-	state   string
-	args    []string
-	cmd     *exec.Cmd
-	exited  chan error
-	logPath string
-	starts  int
-	Env     []string // extra environment for vk-sandbox
+	t     *testing.T
+	Name  string
+	Sim   *sim.Server
+	srv   *httptest.Server
+	state string // the state file the test reads: vk's, or the --state-path a test gave
+	vk    *kubetest.VKSandbox
 }
 
 // startNode starts an emulator and vk-sandbox, and waits for the node to be
@@ -98,18 +87,16 @@ func startNodeAs(t *testing.T, simCfg sim.Config, token string, environ []string
 // its own state file and token file, and stops both at the end of the test.
 func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, token string, environ, extraArgs []string) *vkNode {
 	t.Helper()
-	n := &vkNode{t: t, Name: fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1)), Sim: s, srv: srv, dir: t.TempDir(), Env: environ}
-	n.state = filepath.Join(n.dir, "state", "claims.json")
-	tokenFile := filepath.Join(n.dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+	name := fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1))
+	vk, err := kubetest.NewVKSandbox(kubetest.VKSandboxOptions{
+		Bin: vkBin, Dir: t.TempDir(), Node: name, Kubeconfig: env.Kubeconfig,
+		SandboxdURL: srv.URL, Token: token, Env: environ,
+		Args: append([]string{"--requeue-max", "2s", "--log-level", "debug"}, extraArgs...),
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	n.args = append([]string{
-		"--node-name", n.Name, "--kubeconfig", env.Kubeconfig,
-		"--listen-addr", "127.0.0.1:" + strconv.Itoa(freePort(t)), "--metrics-addr", "",
-		"--sandboxd-url", srv.URL, "--sandboxd-token-file", tokenFile, "--state-path", n.state,
-		"--requeue-max", "2s", "--orphan-scan-interval", "0", "--log-level", "debug",
-	}, extraArgs...)
+	n := &vkNode{t: t, Name: name, Sim: s, srv: srv, state: vk.StatePath, vk: vk}
 	t.Cleanup(func() {
 		n.stop()
 		n.checkRaces()
@@ -125,56 +112,17 @@ func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, token string,
 
 func (n *vkNode) start() {
 	n.t.Helper()
-	if err := n.launch(); err != nil {
+	if err := n.vk.Start(); err != nil {
 		n.t.Fatal(err)
 	}
 }
 
-// launch is start without failing the test, for callers that run outside
-// the test's goroutine (where t.Fatal must not be called).
-func (n *vkNode) launch() error {
-	n.starts++
-	n.logPath = filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", n.starts))
-	logf, err := os.Create(n.logPath)
-	if err != nil {
-		return fmt.Errorf("vk-sandbox log: %w", err)
-	}
-	cmd := exec.Command(vkBin, n.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), n.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start vk-sandbox (start %d): %w", n.starts, err)
-	}
-	n.cmd, n.exited = cmd, make(chan error, 1)
-	go func() { n.exited <- cmd.Wait(); logf.Close() }()
-	return nil
-}
-
-// terminate sends SIGTERM and returns the exit error (nil: exit 0).
-func (n *vkNode) terminate() error {
-	if n.cmd == nil {
-		return nil
-	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-n.exited:
-		n.cmd = nil
-		return err
-	case <-time.After(60 * time.Second):
-		_ = n.cmd.Process.Kill()
-		n.cmd = nil
-		return fmt.Errorf("vk-sandbox did not exit within 60s of SIGTERM")
-	}
-}
-
-func (n *vkNode) stop() { _ = n.terminate() }
+func (n *vkNode) stop() { _ = n.vk.Terminate() }
 
 // restart stops vk-sandbox gracefully (it must exit 0) and starts it again.
 func (n *vkNode) restart() {
 	n.t.Helper()
-	if err := n.terminate(); err != nil {
+	if err := n.vk.Terminate(); err != nil {
 		n.t.Fatalf("graceful shutdown: %v", err)
 	}
 	n.start()
@@ -182,50 +130,37 @@ func (n *vkNode) restart() {
 }
 
 func (n *vkNode) dumpLog() {
-	for i := 1; i <= n.starts; i++ {
-		b, _ := os.ReadFile(filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", i)))
+	for i, path := range n.vk.LogPaths() {
+		b, _ := os.ReadFile(path)
 		lines := strings.Split(string(b), "\n")
 		if len(lines) > 80 {
 			lines = lines[len(lines)-80:]
 		}
-		n.t.Logf("vk-sandbox log (start %d, tail):\n%s", i, strings.Join(lines, "\n"))
+		n.t.Logf("vk-sandbox log (start %d, tail):\n%s", i+1, strings.Join(lines, "\n"))
 	}
 }
 
 // checkRaces fails the test if a race-built vk-sandbox reported a data race
 // in any of its runs.
 func (n *vkNode) checkRaces() {
-	for i := 1; i <= n.starts; i++ {
-		b, _ := os.ReadFile(filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", i)))
+	for i, path := range n.vk.LogPaths() {
+		b, _ := os.ReadFile(path)
 		if at := bytes.Index(b, []byte("WARNING: DATA RACE")); at >= 0 {
 			end := min(len(b), at+4000)
-			n.t.Errorf("vk-sandbox (start %d) reported a data race:\n%s", i, b[at:end])
+			n.t.Errorf("vk-sandbox (start %d) reported a data race:\n%s", i+1, b[at:end])
 		}
 	}
 }
 
-func (n *vkNode) log() string {
-	b, _ := os.ReadFile(n.logPath)
-	return string(b)
-}
-
 func (n *vkNode) waitReady() {
 	n.t.Helper()
-	cs, _ := clients(n.t)
-	testkit.WaitForCtx(n.t, waitFor, "node "+n.Name+" Ready", func(ctx context.Context) (bool, error) {
-		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	ctx, cancel := context.WithTimeout(n.t.Context(), waitFor)
+	defer cancel()
 	// The pod controller is up once the readiness callback ran; the node is
 	// marked Ready only after that.
+	if err := n.vk.WaitReady(ctx, env.Clientset()); err != nil {
+		n.t.Fatal(err)
+	}
 }
 
 func (n *vkNode) counter(name string) int64 { return n.Sim.Counters()[name] }
@@ -234,12 +169,11 @@ func (n *vkNode) live() []pool.Sandbox { return n.Sim.Sandboxes() }
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := kubetest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func newNamespace(t *testing.T) string {

@@ -75,7 +75,7 @@ func startKubectlNode(t *testing.T) *kubectlNode {
 	// The sandbox's token is the Pod's credential: it must never reach the
 	// process's log, whatever the test did.
 	t.Cleanup(func() {
-		if tok := k.sandbox.Token; tok != "" && strings.Contains(n.log(), tok) {
+		if tok := k.sandbox.Token; tok != "" && strings.Contains(n.vk.Log(), tok) {
 			t.Errorf("vk-sandbox's log contains the sandbox token of %s", k.sandbox.ID)
 		}
 	})
@@ -268,12 +268,7 @@ func (k *kubectlNode) forwardOnce(t *testing.T, remote int) (httpstream.Stream, 
 // kubeletAddr is the kubelet API's address: the last --listen-addr, which
 // is the one the flag parser keeps.
 func (n *vkNode) kubeletAddr() string {
-	addr := ""
-	for i, a := range n.args {
-		if a == "--listen-addr" && i+1 < len(n.args) {
-			addr = n.args[i+1]
-		}
-	}
+	addr := n.vk.ListenAddr()
 	if addr == "" {
 		n.t.Fatal("no --listen-addr")
 	}

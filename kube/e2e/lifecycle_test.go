@@ -113,7 +113,7 @@ func TestLifecycleQuarantineHoldsWhileSandboxdUnreachable(t *testing.T) {
 	for _, name := range []string{"q0", "q1"} {
 		ids[name] = waitRunning(t, ns, name).Annotations[kube.AnnClaimID]
 	}
-	if err := n.terminate(); err != nil {
+	if err := n.vk.Terminate(); err != nil {
 		t.Fatalf("graceful shutdown: %v", err)
 	}
 	n.Sim.InjectFault(sim.Fault{Verb: "list", Mode: "500"}) // every listing, until cleared
@@ -122,9 +122,9 @@ func TestLifecycleQuarantineHoldsWhileSandboxdUnreachable(t *testing.T) {
 
 	// Verification fails, and keeps failing: at least two failed tries.
 	testkit.WaitForCtx(t, waitFor, "failed quarantine verifications", func(context.Context) (bool, error) {
-		return strings.Count(n.log(), "rows stay quarantined") >= 2, nil
+		return strings.Count(n.vk.Log(), "rows stay quarantined") >= 2, nil
 	})
-	if containsLine(n.log(), `"msg":"quarantine verification"`) {
+	if containsLine(n.vk.Log(), `"msg":"quarantine verification"`) {
 		t.Fatal("a verification completed while every listing fails")
 	}
 	if c, r := n.counter("claim_ok"), n.counter("release"); c != 2 || r != 0 {
@@ -133,7 +133,7 @@ func TestLifecycleQuarantineHoldsWhileSandboxdUnreachable(t *testing.T) {
 
 	n.Sim.ClearFaults()
 	testkit.WaitForCtx(t, waitFor, "quarantine lifted", func(context.Context) (bool, error) {
-		return containsLine(n.log(), "quarantine verification", `"lifted":2`), nil
+		return containsLine(n.vk.Log(), "quarantine verification", `"lifted":2`), nil
 	})
 	cs, _ := clients(t)
 	for name, id := range ids {
@@ -228,7 +228,7 @@ func TestLifecycleLeaseExpiryFailsThePod(t *testing.T) {
 	if err != nil || !isRunning(q) || q.Annotations[kube.AnnClaimID] != id {
 		t.Fatalf("renewed Pod: err=%v phase=%s reason=%s", err, q.Status.Phase, q.Status.Reason)
 	}
-	if containsLine(n.log(), "lease ended", ns+"/renewed") {
+	if containsLine(n.vk.Log(), "lease ended", ns+"/renewed") {
 		t.Fatal("the renewed lease was reported ended")
 	}
 }
@@ -249,7 +249,7 @@ func TestLifecycleOrphanIsReportedNotReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitForCtx(t, waitFor, "orphan warning for "+ghost.ID, func(context.Context) (bool, error) {
-		return containsLine(n.log(), "no claim knows about", ghost.ID, id.ClaimRef("ghost/x")), nil
+		return containsLine(n.vk.Log(), "no claim knows about", ghost.ID, id.ClaimRef("ghost/x")), nil
 	})
 	testkit.WaitForCtx(t, waitFor, "vksandbox_orphan_sandboxes 1", func(context.Context) (bool, error) {
 		v, ok := metricSum(t, scrape, "vksandbox_orphan_sandboxes")
@@ -264,7 +264,7 @@ func TestLifecycleOrphanIsReportedNotReleased(t *testing.T) {
 		v, _ := metricSum(t, scrape, "vksandbox_orphan_scans_total", `result="ok"`)
 		return v >= scans+3, nil
 	})
-	if c := strings.Count(n.log(), "no claim knows about"); c != 1 {
+	if c := strings.Count(n.vk.Log(), "no claim knows about"); c != 1 {
 		t.Errorf("the orphan was logged %d times, want once (when it first appears)", c)
 	}
 	if r := n.counter("release"); r != 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -31,14 +30,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	vkBin = filepath.Join(dir, "vk-sandbox")
-	args := []string{"build", "-o", vkBin}
-	if raceBinary {
-		args = append(args, "-race")
-	}
-	build := exec.CommandContext(ctx, "go", append(args, "../../cmd/vk-sandbox")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build vk-sandbox:", err)
+	if err := kubetest.BuildVKSandbox(ctx, vkBin, raceBinary); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	env, err = kubetest.Start(ctx, kubetest.Options{Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})

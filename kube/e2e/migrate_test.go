@@ -40,7 +40,7 @@ func TestMigratedRowWithUnknownOwnerIsPreservedThenAdopted(t *testing.T) {
 	n.start()
 	n.waitReady()
 	testkit.WaitForCtx(t, waitFor, "the restored stub's delete preserved as owner-unknown", func(context.Context) (bool, error) {
-		return containsLine(n.log(), "VM preserved", ns+"/p", "owner-unknown"), nil
+		return containsLine(n.vk.Log(), "VM preserved", ns+"/p", "owner-unknown"), nil
 	})
 	if !n.holds(vm.ID) {
 		t.Fatal("the migrated row's VM was released by the stub's delete")

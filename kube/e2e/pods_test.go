@@ -55,7 +55,7 @@ func TestNodeRegistersWithIdentityCapacityAndPort(t *testing.T) {
 			t.Errorf("allocatable %s = %s, want %s", r, q.String(), v)
 		}
 	}
-	_, port, _ := net.SplitHostPort(n.args[5])
+	_, port, _ := net.SplitHostPort(n.vk.ListenAddr())
 	if got := fmt.Sprint(node.Status.DaemonEndpoints.KubeletEndpoint.Port); got != port {
 		t.Errorf("kubelet endpoint port = %s, want %s (from --listen-addr)", got, port)
 	}

@@ -61,7 +61,7 @@ func TestShippedClusterRoleIsEnough(t *testing.T) {
 		t.Error("no SandboxClaimed Event: Events are not written with the shipped role")
 	}
 
-	for _, line := range strings.Split(n.log(), "\n") {
+	for _, line := range strings.Split(n.vk.Log(), "\n") {
 		if strings.Contains(strings.ToLower(line), "forbidden") {
 			t.Errorf("a request was refused with the shipped role: %s", line)
 		}

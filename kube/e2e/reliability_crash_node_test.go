@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -133,18 +132,8 @@ func startR1Node(t *testing.T, simCfg sim.Config, onRelease func(id, claimRef st
 // emulator and the state file hold still. A process that had already died
 // on its own is an error, not a kill.
 func (n *vkNode) r1Kill(rec *r1Recorder) error {
-	cmd := n.cmd
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return fmt.Errorf("SIGKILL vk-sandbox (start %d): %w", n.starts, err)
-	}
-	select {
-	case <-n.exited:
-	case <-time.After(waitFor):
-		return fmt.Errorf("vk-sandbox (start %d) still running %v after SIGKILL", n.starts, waitFor)
-	}
-	n.cmd = nil
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		return fmt.Errorf("vk-sandbox (start %d) exited by itself before the kill: %v (log %s)", n.starts, cmd.ProcessState, n.logPath)
+	if err := n.vk.Kill(waitFor); err != nil {
+		return err
 	}
 	n.srv.CloseClientConnections()
 	deadline := time.Now().Add(waitFor)
@@ -247,11 +236,14 @@ func (n *vkNode) r1LogLines(rec *r1Recorder, needle string, max int) string {
 			out = append(out, "[sandboxd] "+line)
 		}
 	}
-	for i := 1; i <= n.starts && len(out) < max; i++ {
-		b, _ := os.ReadFile(filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", i)))
+	for i, path := range n.vk.LogPaths() {
+		if len(out) >= max {
+			break
+		}
+		b, _ := os.ReadFile(path)
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.Contains(line, needle) && len(out) < max {
-				out = append(out, fmt.Sprintf("[start %d] %s", i, line))
+				out = append(out, fmt.Sprintf("[start %d] %s", i+1, line))
 			}
 		}
 	}

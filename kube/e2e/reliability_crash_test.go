@@ -166,7 +166,7 @@ func runR1(t *testing.T, simCfg sim.Config, oneClaimPerPod bool, extraArgs ...st
 	// sandboxd may have released a VM whose answer the node is still
 	// turning into a tombstone: wait for that too before stopping it.
 	r1SettleState(ctx, n.state, size.settle)
-	if err := n.terminate(); err != nil {
+	if err := n.vk.Terminate(); err != nil {
 		t.Errorf("graceful shutdown after the run: %v", err)
 	}
 	rows, err := r1ReadState(n.state)
@@ -283,7 +283,7 @@ func (c *r1Crash) killer(ctx context.Context) error {
 		if err := c.checkpoint(k); err != nil {
 			return err
 		}
-		if err := c.n.launch(); err != nil {
+		if err := c.n.vk.Start(); err != nil {
 			return err
 		}
 	}
@@ -364,7 +364,7 @@ func (c *r1Crash) checkpoint(k int) error {
 	c.unaccounted += unacc
 	c.duplicates += dup
 	c.t.Logf("R1 kill %d (start %d, at %v, %s): sandboxes=%d rows=%d unaccounted=%d (duplicates %d) stale_rows=%d lost_rows=%d finished_pairs=%d",
-		k, c.n.starts, time.Since(c.began).Round(time.Millisecond), time.Now().UTC().Format(time.RFC3339Nano), len(live), len(rows), unacc, dup, stale, lost, c.finished.Load())
+		k, c.n.vk.Runs(), time.Since(c.began).Round(time.Millisecond), time.Now().UTC().Format(time.RFC3339Nano), len(live), len(rows), unacc, dup, stale, lost, c.finished.Load())
 	return nil
 }
 

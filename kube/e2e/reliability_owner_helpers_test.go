@@ -203,8 +203,8 @@ const (
 // node's logs (every start), in order, by Pod key.
 func (n *vkNode) decisions() map[string][]r2Decision {
 	out := map[string][]r2Decision{}
-	for i := 1; i <= n.starts; i++ {
-		b, _ := os.ReadFile(fmt.Sprintf("%s/vk-sandbox.%d.log", n.dir, i))
+	for _, path := range n.vk.LogPaths() {
+		b, _ := os.ReadFile(path)
 		for _, line := range strings.Split(string(b), "\n") {
 			if !strings.Contains(line, r2MsgPreserved) && !strings.Contains(line, r2MsgReleased) {
 				continue
@@ -222,8 +222,8 @@ func (n *vkNode) decisions() map[string][]r2Decision {
 // entry), by Pod key, across all of the node's logs.
 func (n *vkNode) r2DeleteCalls() map[string]int {
 	out := map[string]int{}
-	for i := 1; i <= n.starts; i++ {
-		b, _ := os.ReadFile(fmt.Sprintf("%s/vk-sandbox.%d.log", n.dir, i))
+	for _, path := range n.vk.LogPaths() {
+		b, _ := os.ReadFile(path)
 		for _, line := range strings.Split(string(b), "\n") {
 			if !strings.Contains(line, `"msg":"DeletePod"`) {
 				continue
@@ -358,11 +358,8 @@ func (f *r2Fleet) recreateAndAssertAdopted(names []string) int {
 // r2Alive fails unless the node's vk-sandbox process is still running.
 func (n *vkNode) r2Alive(t *testing.T, phase string) {
 	t.Helper()
-	select {
-	case err := <-n.exited:
-		n.exited <- err // put it back for terminate
+	if err, exited := n.vk.Exited(); exited {
 		t.Fatalf("%s: vk-sandbox exited: %v", phase, err)
-	default:
 	}
 }
 

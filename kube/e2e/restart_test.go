@@ -44,7 +44,7 @@ func TestRestartKeepsClaimsAndTheirCredentials(t *testing.T) {
 		t.Fatalf("shutdown released %d VMs", r)
 	}
 	testkit.WaitForCtx(t, waitFor, "quarantine lifted", func(context.Context) (bool, error) {
-		return containsLine(n.log(), "quarantine verification", `"lifted":3`), nil
+		return containsLine(n.vk.Log(), "quarantine verification", `"lifted":3`), nil
 	})
 	cs, _ := clients(t)
 	for _, name := range names {
@@ -63,23 +63,21 @@ func TestRestartKeepsClaimsAndTheirCredentials(t *testing.T) {
 
 func TestStartupRefusesAnUnwritableStatePath(t *testing.T) {
 	n := startNode(t, sim.Config{})
-	if err := n.terminate(); err != nil {
+	if err := n.vk.Terminate(); err != nil {
 		t.Fatal(err)
 	}
 	// A state path below a regular file can never be created, even by root.
-	for i, a := range n.args {
+	for i, a := range n.vk.Args {
 		if a == "--state-path" {
-			n.args[i+1] = n.state + "/below-a-file/claims.json"
+			n.vk.Args[i+1] = n.state + "/below-a-file/claims.json"
 		}
 	}
 	n.start()
-	err := <-n.exited
-	n.cmd = nil
-	if err == nil {
+	if err := n.vk.Wait(); err == nil {
 		t.Fatal("vk-sandbox started with an unwritable --state-path")
 	}
-	if !strings.Contains(n.log(), "below-a-file") {
-		t.Fatalf("the startup error does not name the path:\n%s", n.log())
+	if !strings.Contains(n.vk.Log(), "below-a-file") {
+		t.Fatalf("the startup error does not name the path:\n%s", n.vk.Log())
 	}
 }
 
@@ -104,7 +102,7 @@ func TestRestoreDecidesPodsDeletedWhileDown(t *testing.T) {
 			createPod(t, sandboxPod(ns, "gone", n.Name, ownedBy(owner)))
 			id := waitRunning(t, ns, "gone").Annotations[kube.AnnClaimID]
 			key := ns + "/gone"
-			if err := n.terminate(); err != nil {
+			if err := n.vk.Terminate(); err != nil {
 				t.Fatalf("graceful shutdown: %v", err)
 			}
 			// A grace-0 delete needs no kubelet: the Pod is gone at once.

@@ -179,7 +179,7 @@ func secretsRun(t *testing.T, pods int, root bool) {
 	corpus["Events of every namespace"] = objectsJSON(t, "")
 	corpus["/metrics (text)"] = scrapeAs(t, scrapeURL, "")
 	corpus["/metrics (OpenMetrics)"] = scrapeAs(t, scrapeURL, "application/openmetrics-text")
-	if err := n.terminate(); err != nil { // flushes buffered spans
+	if err := n.vk.Terminate(); err != nil { // flushes buffered spans
 		t.Fatalf("graceful shutdown: %v", err)
 	}
 	corpus["log"] = n.allLogs()
@@ -310,8 +310,8 @@ func scrapeAs(t *testing.T, url, accept string) []byte {
 // allLogs is the vk-sandbox log of every start of this node.
 func (n *vkNode) allLogs() []byte {
 	var all []byte
-	for i := 1; i <= n.starts; i++ {
-		b, err := os.ReadFile(filepath.Join(n.dir, fmt.Sprintf("vk-sandbox.%d.log", i)))
+	for _, path := range n.vk.LogPaths() {
+		b, err := os.ReadFile(path)
 		if err != nil {
 			n.t.Fatalf("read vk-sandbox log: %v", err)
 		}

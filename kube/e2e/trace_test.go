@@ -86,7 +86,7 @@ func TestOneTracePerClaimTransaction(t *testing.T) {
 	waitRunning(t, ns, "traced")
 	runThenOrphan(t, n, ns, "owned")
 	waitReleases(t, n, 1)
-	if err := n.terminate(); err != nil { // flushes spans on shutdown
+	if err := n.vk.Terminate(); err != nil { // flushes spans on shutdown
 		t.Fatal(err)
 	}
 	spans := sink.all()

@@ -37,3 +37,12 @@ const portRetries = 5
 func isAddrInUse(logTail string) bool {
 	return strings.Contains(logTail, "address already in use")
 }
+
+// FreePort is a loopback port that was free a moment ago.
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}

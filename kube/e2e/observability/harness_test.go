@@ -5,14 +5,10 @@ package observability
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,93 +62,41 @@ func startSim(t *testing.T) (*sim.Server, string) {
 	return s, srv.URL
 }
 
-// vkProcess is one vk-sandbox binary.
-type vkProcess struct {
-	node, metricsAddr, logPath string
-	cmd                        *exec.Cmd
-	exited                     chan error
-}
-
 // startVK runs vk-sandbox against sandboxdURL with OTLP export to Jaeger.
 // Its batch span processor waits 10 minutes and holds 4096 spans, so
 // nothing leaves the process before it is told to stop: every span Jaeger
 // has of it afterwards was flushed by the shutdown.
-func startVK(t *testing.T, sandboxdURL string) *vkProcess {
+func startVK(t *testing.T, sandboxdURL string) *kubetest.VKSandbox {
 	t.Helper()
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(rootToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	v := &vkProcess{
-		node:        fmt.Sprintf("vk-obs-%d", os.Getpid()),
-		metricsAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)),
-		logPath:     filepath.Join(dir, "vk-sandbox.log"),
-		exited:      make(chan error, 1),
-	}
-	logf, err := os.Create(v.logPath)
+	metricsPort, err := kubetest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.cmd = exec.Command(vkBin,
-		"--node-name", v.node, "--kubeconfig", env.Kubeconfig,
-		"--listen-addr", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--metrics-addr", v.metricsAddr,
-		"--sandboxd-url", sandboxdURL, "--sandboxd-token-file", tokenFile,
-		"--state-path", filepath.Join(dir, "state", "claims.json"),
-		"--requeue-max", "2s", "--orphan-scan-interval", "0", "--log-level", "debug")
-	v.cmd.Env = append(os.Environ(),
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+jaeger.OTLPEndpoint,
-		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-		"OTEL_SERVICE_NAME=vk-sandbox",
-		"OTEL_BSP_SCHEDULE_DELAY=600000",
-		"OTEL_BSP_MAX_QUEUE_SIZE=4096",
-		"OTEL_BSP_MAX_EXPORT_BATCH_SIZE=4096",
-	)
-	v.cmd.Stdout, v.cmd.Stderr = logf, logf
-	v.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := v.cmd.Start(); err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	vk, err := kubetest.StartVKSandbox(ctx, env.Clientset(), kubetest.VKSandboxOptions{
+		Bin: vkBin, Dir: t.TempDir(), Node: fmt.Sprintf("vk-obs-%d", os.Getpid()), Kubeconfig: env.Kubeconfig,
+		SandboxdURL: sandboxdURL, Token: rootToken, MetricsAddr: "127.0.0.1:" + strconv.Itoa(metricsPort),
+		Args: []string{"--requeue-max", "2s", "--log-level", "debug"},
+		Env: []string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT=" + jaeger.OTLPEndpoint,
+			"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+			"OTEL_SERVICE_NAME=vk-sandbox",
+			"OTEL_BSP_SCHEDULE_DELAY=600000",
+			"OTEL_BSP_MAX_QUEUE_SIZE=4096",
+			"OTEL_BSP_MAX_EXPORT_BATCH_SIZE=4096",
+		},
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { v.exited <- v.cmd.Wait(); logf.Close() }()
 	t.Cleanup(func() {
-		if v.cmd.ProcessState == nil {
-			_ = v.cmd.Process.Kill()
-			<-v.exited
-		}
+		_ = vk.Kill(deadline) // an error only if it is no longer running
 		if t.Failed() {
-			t.Logf("vk-sandbox log (tail):\n%s", tail(v.logPath, 60))
+			t.Logf("vk-sandbox log (tail):\n%s", vk.Tail(60))
 		}
 	})
-	eventually(t, "node "+v.node+" Ready", func(ctx context.Context) bool {
-		return kubetest.NodeReady(ctx, env.Clientset(), v.node)
-	})
-	return v
-}
-
-// terminate sends SIGTERM and waits for a clean exit.
-func (v *vkProcess) terminate(t *testing.T) {
-	t.Helper()
-	if err := v.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-v.exited:
-		if err != nil {
-			t.Fatalf("vk-sandbox exited with %v after SIGTERM", err)
-		}
-	case <-time.After(deadline):
-		t.Fatalf("vk-sandbox did not exit within %s of SIGTERM", deadline)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return vk
 }
 
 func tail(path string, n int) string {

@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,10 +46,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	vkBin = filepath.Join(dir, "vk-sandbox")
-	build := exec.CommandContext(ctx, "go", "build", "-o", vkBin, "./cmd/vk-sandbox")
-	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		logf("build vk-sandbox: %v", err)
+	if err := kubetest.BuildVKSandbox(ctx, vkBin, false); err != nil {
+		logf("%v", err)
 		return 1
 	}
 	if env, err = kubetest.Start(ctx, kubetest.Options{Logf: logf}); err != nil {

@@ -54,7 +54,7 @@ func TestClaimTracesInJaeger(t *testing.T) {
 	s, sandboxdURL := startSim(t)
 	vk := startVK(t, sandboxdURL)
 
-	prom, err := kubetest.StartPrometheus(ctx, kubetest.PrometheusOptions{Dir: t.TempDir(), Logf: t.Logf, Targets: []string{vk.metricsAddr}})
+	prom, err := kubetest.StartPrometheus(ctx, kubetest.PrometheusOptions{Dir: t.TempDir(), Logf: t.Logf, Targets: []string{vk.MetricsAddr}})
 	switch {
 	case errors.Is(err, kubetest.ErrNoPrometheus):
 		t.Logf("SKIPPING the Prometheus part: %v", err)
@@ -85,7 +85,7 @@ func TestClaimTracesInJaeger(t *testing.T) {
 		if c.fault != nil {
 			s.InjectFault(*c.fault)
 		}
-		if _, err := cs.CoreV1().Pods(ns.Name).Create(ctx, kubetest.SandboxPod(ns.Name, c.name, vk.node), metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Pods(ns.Name).Create(ctx, kubetest.SandboxPod(ns.Name, c.name, vk.Node), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "pod "+c.name+" Running", func(ctx context.Context) bool {
@@ -95,7 +95,7 @@ func TestClaimTracesInJaeger(t *testing.T) {
 		})
 	}
 
-	exemplarIDs := checkExemplarsAndDashboard(t, vk.metricsAddr)
+	exemplarIDs := checkExemplarsAndDashboard(t, vk.MetricsAddr)
 	if prom != nil {
 		checkPrometheusExemplars(t, prom, exemplarIDs)
 	}
@@ -109,7 +109,9 @@ func TestClaimTracesInJaeger(t *testing.T) {
 	if slices.Contains(services, "vk-sandbox") {
 		t.Fatalf("Jaeger has vk-sandbox spans before SIGTERM (services %v): the flush-on-shutdown check proves nothing", services)
 	}
-	vk.terminate(t)
+	if err := vk.Terminate(); err != nil {
+		t.Fatalf("vk-sandbox after SIGTERM: %v", err)
+	}
 
 	traces := map[string][]kubetest.Span{} // trace id → spans
 	for _, c := range cases {
