@@ -37,8 +37,8 @@ func childPID(comm string) int {
 func startPerf(dir, tag string, node *vkNode) func() {
 	_ = os.MkdirAll(dir, 0o755)
 	pids := map[string]int{"kube-apiserver": childPID("kube-apiserver")}
-	if node != nil && node.cmd != nil {
-		pids["vk-sandbox"] = node.cmd.Process.Pid
+	if node != nil {
+		pids["vk-sandbox"] = node.vk.Pid()
 	}
 	var cmds []*exec.Cmd
 	for name, pid := range pids {

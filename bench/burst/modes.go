@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -121,26 +116,15 @@ func runBare(ctx context.Context, cs kubernetes.Interface, ns string, n, workers
 	wg.Wait()
 }
 
-// vkNode is one emulator plus one vk-sandbox process.
+// vkNode is one emulator plus one vk-sandbox process (kubetest.VKSandbox).
 type vkNode struct {
-	name     string
 	sim      *sim.Server
 	srv      *httptest.Server
-	cmd      *exec.Cmd
-	exited   chan error
-	log      string
+	vk       *kubetest.VKSandbox
 	metrics  string // host:port, or "" when not exposed
+	log      string // vk-sandbox's log file
 	stopOnce sync.Once
 	exitErr  error
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 type nodeOpts struct {
@@ -151,6 +135,9 @@ type nodeOpts struct {
 	extraArgs                  []string
 }
 
+// startVK starts the emulator and vk-sandbox, and waits for the node to be
+// Ready: readiness is a precondition of the run, not part of the
+// measurement.
 func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode, error) {
 	s, err := sim.New(sim.Config{
 		RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: o.n + 64},
@@ -159,98 +146,39 @@ func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode,
 	if err != nil {
 		return nil, err
 	}
-	v := &vkNode{name: o.name, sim: s, srv: httptest.NewServer(s.Handler()), log: filepath.Join(o.dir, "vk-sandbox.log")}
+	v := &vkNode{sim: s, srv: httptest.NewServer(s.Handler())}
 	fail := func(err error) (*vkNode, error) { v.stop(); return nil, err }
-	tokenFile := filepath.Join(o.dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(rootToken+"\n"), 0o600); err != nil {
-		return fail(err)
-	}
-	port, err := freePort()
-	if err != nil {
-		return fail(err)
+	vo := kubetest.VKSandboxOptions{
+		Bin: o.bin, Dir: o.dir, Node: o.name, Kubeconfig: o.kubeconfig,
+		SandboxdURL: v.srv.URL, Token: rootToken, Args: []string{"--log-level", "warn"},
 	}
 	if o.metrics {
-		mp, err := freePort()
+		port, err := kubetest.FreePort()
 		if err != nil {
 			return fail(err)
 		}
-		v.metrics = "127.0.0.1:" + strconv.Itoa(mp)
-	}
-	args := []string{
-		"--node-name", o.name, "--kubeconfig", o.kubeconfig,
-		"--listen-addr", "127.0.0.1:" + strconv.Itoa(port), "--metrics-addr", v.metrics,
-		"--sandboxd-url", v.srv.URL, "--sandboxd-token-file", tokenFile,
-		"--state-path", filepath.Join(o.dir, "state", "claims.json"),
-		"--orphan-scan-interval", "0", "--log-level", "warn",
+		vo.MetricsAddr = "127.0.0.1:" + strconv.Itoa(port)
 	}
 	if o.defaultLimiters {
-		args = append(args, "--default-rate-limiters")
+		vo.Args = append(vo.Args, "--default-rate-limiters")
 	}
-	args = append(args, o.extraArgs...)
-	logf, err := os.Create(v.log)
-	if err != nil {
+	vo.Args = append(vo.Args, o.extraArgs...)
+	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if v.vk, err = kubetest.StartVKSandbox(rctx, cs, vo); err != nil {
 		return fail(err)
 	}
-	v.cmd = exec.Command(o.bin, args...)
-	v.cmd.Stdout, v.cmd.Stderr = logf, logf
-	v.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := v.cmd.Start(); err != nil {
-		logf.Close()
-		v.cmd = nil
-		return fail(err)
-	}
-	v.exited = make(chan error, 1)
-	go func() { v.exited <- v.cmd.Wait(); logf.Close() }()
-	if err := v.waitReady(ctx, cs); err != nil {
-		return fail(err)
-	}
+	v.metrics, v.log = v.vk.MetricsAddr, v.vk.LogPath()
 	return v, nil
 }
 
-// waitReady polls the Node object: readiness is a precondition of the run,
-// not part of the measurement.
-func (v *vkNode) waitReady(ctx context.Context, cs kubernetes.Interface) error {
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	for {
-		if node, err := cs.CoreV1().Nodes().Get(ctx, v.name, metav1.GetOptions{}); err == nil {
-			for _, c := range node.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return nil
-				}
-			}
-		}
-		select {
-		case err := <-v.exited:
-			v.exited <- err
-			return fmt.Errorf("vk-sandbox exited before the node was Ready (%v); log tail:\n%s", err, tail(v.log, 20))
-		case <-ctx.Done():
-			return fmt.Errorf("node %s not Ready: %w; log tail:\n%s", v.name, ctx.Err(), tail(v.log, 20))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// terminate sends SIGTERM and returns the exit error (nil: exit 0).
-func (v *vkNode) terminate() error {
-	if v.cmd == nil {
-		return nil
-	}
-	_ = v.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-v.exited:
-		return err
-	case <-time.After(60 * time.Second):
-		_ = v.cmd.Process.Kill()
-		<-v.exited
-		return errors.New("vk-sandbox did not exit within 60s of SIGTERM")
-	}
-}
-
-// stop terminates vk-sandbox, then closes the emulator. Idempotent.
+// stop terminates vk-sandbox, then closes the emulator, and returns
+// vk-sandbox's exit error (nil: exit 0). Idempotent.
 func (v *vkNode) stop() error {
 	v.stopOnce.Do(func() {
-		v.exitErr = v.terminate()
+		if v.vk != nil {
+			v.exitErr = v.vk.Terminate()
+		}
 		v.srv.Close()
 		_ = v.sim.Close()
 	})
