@@ -27,14 +27,15 @@ func TestClaimFinishingAfterItsCallerLeftEndsWithOneVM(t *testing.T) {
 	e := startEngine(t, cfg)
 	<-e.Listed()
 
-	env.sim.SetClaimLatency(600 * time.Millisecond) // the first claim outlives its 100ms attempt
+	// The first claim is held at sandboxd until the Pod has been delivered
+	// another VM: its 100ms attempt times out, the key's lookup finds
+	// nothing (a VM exists only once its claim is done), and a retry
+	// claims again. Only then does the abandoned claim finish.
+	release := env.sim.HoldNextClaim()
+	t.Cleanup(release)
 	create(t, e, intent("ns/late", "uid-late", ""))
-	testkit.WaitFor(t, waitTimeout, "the first claim at sandboxd", func() bool { return env.count("claim") >= 1 })
-	env.sim.SetClaimLatency(0)
 	run := rep.running(t, "uid-late")
-	// Every claim that reached sandboxd has finished (on a loaded machine a
-	// retry may also have outlived its attempt, so there may be more than
-	// one undelivered VM), and at least the abandoned one made a VM.
+	release()
 	testkit.WaitFor(t, waitTimeout, "the abandoned claim to finish", func() bool {
 		return len(env.sandboxesFor("ns/late")) >= 2 && env.count("claim_ok") == env.count("claim")
 	})

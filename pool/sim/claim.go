@@ -46,6 +46,12 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.sleepUnlessStopped(d)
 	}
+	if hold := s.claimHold.Swap(nil); hold != nil {
+		select {
+		case <-*hold:
+		case <-s.stop:
+		}
+	}
 	if s.draining.Load() {
 		s.counters.inc(counterClaimCapacity)
 		writeError(w, http.StatusTooManyRequests, "node draining")

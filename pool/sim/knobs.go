@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -27,6 +28,24 @@ func (s *Server) SetCapacity(mode string) {
 
 // SetClaimLatency sets the pre-admission latency of every claim.
 func (s *Server) SetClaimLatency(d time.Duration) { s.claimLatency.Store(int64(max(d, 0))) }
+
+// HoldNextClaim makes the next claim to arrive wait, after its latency and
+// before admission, until release is called (or the server closes); later
+// claims do not wait. The held claim then finishes whatever its caller did
+// meanwhile, as a real sandboxd's provisioning does. It lets a test order
+// "the caller gave up and was served another VM" before "the first VM
+// exists" without guessing a latency.
+func (s *Server) HoldNextClaim() (release func()) {
+	ch := make(chan struct{})
+	s.claimHold.Store(&ch)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.claimHold.CompareAndSwap(&ch, nil)
+			close(ch)
+		})
+	}
+}
 
 // SetMesh turns warm-miss and peer-template redirects on or off. It leaves
 // the capacity answer (SetCapacity) alone.

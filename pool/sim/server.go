@@ -36,7 +36,8 @@ type Server struct {
 	failRate     atomic.Uint64 // math.Float64bits
 	maxClaims    atomic.Int64
 	capacity     atomic.Pointer[string]
-	claimLatency atomic.Int64 // time.Duration
+	claimLatency atomic.Int64                  // time.Duration
+	claimHold    atomic.Pointer[chan struct{}] // see HoldNextClaim
 	mesh         atomic.Bool
 	draining     atomic.Bool
 	tenantDBDown atomic.Bool
