@@ -11,12 +11,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cocoonstack/vk-sandbox/bench/podload"
 )
 
 // run does one burst of n Pods in mode in a fresh namespace.
 func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRec) {
 	b.seq++
-	r := runResult{N: n, Mode: mode, LoadAvg: loadAvg()}
+	r := runResult{N: n, Mode: mode, LoadAvg: podload.LoadAvg()}
 	failed := func(err error) (runResult, []podRec) { r.LastError = err.Error(); r.Errors++; return r, nil }
 	ns, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: fmt.Sprintf("burst-%d-", n)}}, metav1.CreateOptions{})

@@ -237,12 +237,3 @@ func run(ctx context.Context, o *options) error {
 	}
 	return ctx.Err()
 }
-
-func loadAvg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
-}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cocoonstack/vk-sandbox/bench/podload"
 )
 
 func csvPath(out string) string { return strings.TrimSuffix(out, filepath.Ext(out)) + ".csv" }
@@ -48,25 +48,10 @@ func podRows(r runResult, pods []podRec) [][]string {
 }
 
 func writeOutputs(out string, rep report, rows [][]string) error {
-	j, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
+	if err := podload.WriteJSON(out, rep); err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, append(j, '\n'), 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(csvPath(out))
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	_ = w.Write(csvHeader)
-	_ = w.WriteAll(rows)
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return podload.WriteCSV(csvPath(out), csvHeader, rows)
 }
 
 func printTable(w *os.File, runs []runResult) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,33 +50,11 @@ type sample struct {
 
 // sampleProgress records progress every 100 ms until ctx ends.
 func sampleProgress(ctx context.Context, t0 time.Time, t *tracker, claims func() int64) func() []sample {
-	var (
-		mu  sync.Mutex
-		out []sample
-	)
-	done := make(chan struct{})
-	take := func() {
+	return podload.Every(ctx, 100*time.Millisecond, func() sample {
 		s := sample{T: time.Since(t0).Seconds(), Acked: t.Acked(), Running: t.Running()}
 		if claims != nil {
 			s.Claimed = claims()
 		}
-		mu.Lock()
-		out = append(out, s)
-		mu.Unlock()
-	}
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				take()
-				return
-			case <-tick.C:
-				take()
-			}
-		}
-	}()
-	return func() []sample { <-done; mu.Lock(); defer mu.Unlock(); return out }
+		return s
+	})
 }

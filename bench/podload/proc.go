@@ -118,3 +118,13 @@ func CPUSnapshot() map[string]float64 {
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// LoadAvg is the 1, 5 and 15 minute load averages, "0.62 1.25 1.30".
+func LoadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

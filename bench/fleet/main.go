@@ -1,0 +1,366 @@
+// Command fleet measures a fleet of virtual nodes on one real etcd +
+// kube-apiserver (kube/kubetest): N vk-sandbox processes (the real binary,
+// built once), each with its own sandboxd emulator (pool/sim) and its own
+// node name and user, then P sandbox Pods per node created at once.
+//
+// In one run, in this order:
+//
+//	bare   the apiserver's own limit: the same N x P creates plus N x P
+//	       status writes from this process (podload.RunBare), no provider
+//	nodes  N vk-sandbox processes start; the watches they open are counted
+//	idle   -idle of nothing: requests per node from the apiserver's metrics
+//	fleet  N x P Pods created at once; time until the last is Running
+//	held   -idle-held of nothing, each node now holding P Pods
+//
+// Usage: go run ./bench/fleet [-nodes 20] [-pods 500] [-out FILE.json]
+//
+// It writes FILE.json (everything), FILE-fill.csv (Running per node over
+// time), FILE-total.csv (Running over time, bare and fleet), FILE-nodes.csv
+// (one row per node) and, with bench/plot, FILE-fill.svg and
+// FILE-total.svg.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cocoonstack/vk-sandbox/bench/podload"
+	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
+)
+
+type options struct {
+	nodes, pods, workers int
+	claimLatency         time.Duration
+	idle, idleHeld       time.Duration
+	timeout              time.Duration
+	bare                 bool
+	out                  string
+	vkArgs               []string
+}
+
+func parseOptions() *options {
+	o := &options{}
+	var vkArgs string
+	flag.IntVar(&o.nodes, "nodes", 20, "virtual nodes (vk-sandbox processes)")
+	flag.IntVar(&o.pods, "pods", 500, "sandbox Pods per node")
+	flag.IntVar(&o.workers, "workers", 64, "concurrent create calls, for all nodes together (and status calls in bare)")
+	flag.DurationVar(&o.claimLatency, "claim-latency", 500*time.Microsecond, "emulator claim latency")
+	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window after every node is Ready, before the fill")
+	flag.DurationVar(&o.idleHeld, "idle-held", 30*time.Second, "idle window after the fill, each node holding its Pods (0: skip)")
+	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "cap of one fill; a fill that hits it reports partial completion")
+	flag.BoolVar(&o.bare, "bare", true, "also measure the bare apiserver limit (same creates and status writes, no provider)")
+	flag.StringVar(&o.out, "out", "bench/results/fleet-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the CSVs and SVGs go beside it")
+	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags for every node, space separated (e.g. \"--publish-inventory\")")
+	flag.Parse()
+	o.vkArgs = strings.Fields(vkArgs)
+	return o
+}
+
+func main() {
+	o := parseOptions()
+	if o.nodes <= 0 || o.pods <= 0 {
+		fmt.Fprintln(os.Stderr, "fleet: -nodes and -pods must be positive")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
+}
+
+// fleet is one run's shared state.
+type fleet struct {
+	o     *options
+	env   *kubetest.Env
+	cs    kubernetes.Interface
+	users []kubetest.User
+	vkBin string
+	dir   string
+	nodes []*node
+	res   []nodeResult // parallel to nodes
+}
+
+// nodeResult is one node's row.
+type nodeResult struct {
+	Name        string  `json:"name"`
+	FillS       float64 `json:"fill_s"` // first create → the node's last Pod Running
+	CPUFillS    float64 `json:"cpu_fill_s"`
+	CPUPerPodMs float64 `json:"cpu_ms_per_pod"`
+	CPUIdleMsS  float64 `json:"cpu_idle_ms_per_s"`
+	PeakRSSMiB  float64 `json:"peak_rss_mib"`
+	IdleReqS    float64 `json:"idle_requests_per_s"`
+	HeldReqS    float64 `json:"held_requests_per_s,omitempty"`
+	FillReqs    int     `json:"fill_requests"`
+	Claims      int64   `json:"claims"`
+	Exit        string  `json:"exit"`
+}
+
+type report struct {
+	Started      time.Time          `json:"started"`
+	GoVersion    string             `json:"go_version"`
+	NumCPU       int                `json:"num_cpu"`
+	Command      string             `json:"command"`
+	Nodes        int                `json:"nodes"`
+	PodsPerNode  int                `json:"pods_per_node"`
+	ClaimLatency string             `json:"claim_latency"`
+	Workers      int                `json:"workers"`
+	VKArgs       []string           `json:"vk_args,omitempty"`
+	Bare         *fillResult        `json:"bare,omitempty"`
+	Fleet        *fillResult        `json:"fleet,omitempty"`
+	Ratio        float64            `json:"fleet_over_bare,omitempty"` // of watch_wall_s
+	StartS       float64            `json:"nodes_ready_s"`             // all N started → all Ready
+	WatchesNode  map[string]float64 `json:"watches_per_node"`          // by resource
+	Idle         apiWindow          `json:"idle"`
+	Held         *apiWindow         `json:"held,omitempty"`
+	// EventsTailS is how long after the last Pod was Running the nodes
+	// went on creating Events (the held window starts after them).
+	EventsTailS float64      `json:"events_tail_s"`
+	PerNode     []nodeResult `json:"per_node"`
+}
+
+func (f *fleet) nodesIf(ok bool) []*node {
+	if !ok {
+		return nil
+	}
+	return f.nodes
+}
+
+// nodeCPU is each node's CPU seconds so far (utime+stime).
+func (f *fleet) nodeCPU() []float64 {
+	out := make([]float64, len(f.nodes))
+	for i, n := range f.nodes {
+		_, _, out[i], _ = podload.ProcStat(n.pid())
+	}
+	return out
+}
+
+func run(ctx context.Context, o *options) error {
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "fleet-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	f := &fleet{o: o, dir: dir, users: users(o.nodes), vkBin: filepath.Join(dir, "vk-sandbox")}
+	logf("building ./cmd/vk-sandbox")
+	if err := kubetest.BuildVKSandbox(ctx, f.vkBin, false); err != nil {
+		return err
+	}
+	if f.env, err = kubetest.Start(ctx, kubetest.Options{Logf: logf, Users: f.users, Dir: filepath.Join(dir, "kubetest")}); err != nil {
+		return err
+	}
+	defer f.env.Stop()
+	f.cs = f.env.Clientset()
+	if err := setupIdentities(ctx, f.cs, o.nodes); err != nil {
+		return err
+	}
+	rep := &report{Started: time.Now(), GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
+		Command: strings.Join(os.Args[1:], " "), Nodes: o.nodes, PodsPerNode: o.pods,
+		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs}
+	defer f.stopNodes(rep)
+	if err := f.phases(ctx, rep); err != nil {
+		return err
+	}
+	f.stopNodes(rep)
+	return f.write(rep)
+}
+
+// phases runs bare, then starts the nodes, measures them idle, fills them
+// and measures them idle again.
+func (f *fleet) phases(ctx context.Context, rep *report) error {
+	o := f.o
+	names := make([]string, o.nodes)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	if err := createNamespaces(ctx, f.cs, append(namespaces("bare", o.nodes), namespaces("fleet", o.nodes)...)); err != nil {
+		return err
+	}
+	if o.bare {
+		fake := make([]string, o.nodes)
+		for i := range fake {
+			fake[i] = "bare-nonode-" + names[i]
+		}
+		var err error
+		if rep.Bare, err = f.fillLogged(ctx, modeBare, namespaces("bare", o.nodes), fake); err != nil {
+			return err
+		}
+		f.cleanup(ctx, namespaces("bare", o.nodes))
+	}
+
+	before, err := f.snap(ctx)
+	if err != nil {
+		return err
+	}
+	logf("starting %d vk-sandbox nodes", o.nodes)
+	start := time.Now()
+	for i := range o.nodes {
+		n, err := f.startNode(i)
+		if err != nil {
+			return err
+		}
+		f.nodes = append(f.nodes, n)
+		f.res = append(f.res, nodeResult{Name: n.name})
+	}
+	var g errgroup.Group
+	for _, n := range f.nodes {
+		g.Go(func() error { return n.waitReady(ctx, f) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	rep.StartS = time.Since(start).Seconds()
+	logf("all %d nodes Ready in %.1fs; settling 5s", o.nodes, rep.StartS)
+	if err := sleep(ctx, 5*time.Second); err != nil {
+		return err
+	}
+
+	idle, err := f.idleWindow(ctx, o.idle, func(i int, w apiWindow, cpuMsS float64) {
+		f.res[i].IdleReqS = float64(w.PerNode[f.nodes[i].name]) / w.Seconds
+		f.res[i].CPUIdleMsS = cpuMsS
+	})
+	if err != nil {
+		return err
+	}
+	rep.Idle = idle.w
+	rep.WatchesNode = map[string]float64{}
+	for k, v := range watchDelta(before, idle.first) {
+		rep.WatchesNode[k] = v / float64(o.nodes)
+	}
+
+	r, err := f.fillLogged(ctx, modeFleet, namespaces("fleet", o.nodes), names)
+	if err != nil {
+		return err
+	}
+	rep.Fleet = r
+	for i, n := range f.nodes {
+		f.res[i].FillReqs = r.API.PerNode[n.name]
+	}
+	if rep.Bare != nil && rep.Bare.WatchS > 0 {
+		rep.Ratio = r.WatchS / rep.Bare.WatchS
+	}
+	if rep.EventsTailS, err = f.eventsSettle(ctx); err != nil {
+		return err
+	}
+	if o.idleHeld > 0 {
+		held, err := f.idleWindow(ctx, o.idleHeld, func(i int, w apiWindow, _ float64) {
+			f.res[i].HeldReqS = float64(w.PerNode[f.nodes[i].name]) / w.Seconds
+		})
+		if err != nil {
+			return err
+		}
+		rep.Held = &held.w
+	}
+	return nil
+}
+
+// fillLogged is fill with a log line before and after.
+func (f *fleet) fillLogged(ctx context.Context, mode string, nss, nodes []string) (*fillResult, error) {
+	logf("%s: %d x %d Pods", mode, len(nss), f.o.pods)
+	r, err := f.fill(ctx, mode, nss, nodes)
+	if err != nil {
+		return nil, err
+	}
+	logf("%s: %d/%d Running in %.2fs (errors %d %s)", mode, r.Running, r.Pods, r.WatchS, r.Errors, r.LastError)
+	return &r, nil
+}
+
+// eventsSettle waits until no Event has been created for 3 s (at most
+// 2 min) and returns how long it waited, less those 3 s.
+func (f *fleet) eventsSettle(ctx context.Context) (float64, error) {
+	start := time.Now()
+	last, quiet := -1.0, time.Now()
+	for time.Since(start) < 2*time.Minute {
+		s, err := f.snap(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if n := s.byVerb["POST events"]; n != last {
+			last, quiet = n, time.Now()
+		} else if time.Since(quiet) >= 3*time.Second {
+			return quiet.Sub(start).Seconds(), nil
+		}
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+type idleResult struct {
+	first apiSnap
+	w     apiWindow
+}
+
+// idleWindow scrapes, waits d doing nothing, scrapes again, and hands
+// each node its share.
+func (f *fleet) idleWindow(ctx context.Context, d time.Duration, each func(i int, w apiWindow, cpuMsPerS float64)) (idleResult, error) {
+	logf("idle: %s", d)
+	a, err := f.snap(ctx)
+	if err != nil {
+		return idleResult{}, err
+	}
+	cpu0 := f.nodeCPU()
+	if err := sleep(ctx, d); err != nil {
+		return idleResult{}, err
+	}
+	cpu1 := f.nodeCPU()
+	b, err := f.snap(ctx)
+	if err != nil {
+		return idleResult{}, err
+	}
+	w := window(a, b, f.nodes)
+	for i := range f.nodes {
+		each(i, w, 1000*(cpu1[i]-cpu0[i])/w.Seconds)
+	}
+	logf("idle: per node %.3f req/s (min %.3f, max %.3f), LISTs %d; %s",
+		w.PerNodeRate.Mean, w.PerNodeRate.Min, w.PerNodeRate.Max, w.Lists, podload.Top(w.ByVerb, 8))
+	return idleResult{first: a, w: w}, nil
+}
+
+// stopNodes reads each node's peak RSS and claims, then stops it.
+// Idempotent.
+func (f *fleet) stopNodes(rep *report) {
+	for i, n := range f.nodes {
+		if n.vk == nil {
+			continue
+		}
+		f.res[i].PeakRSSMiB = float64(podload.PeakRSS(n.pid())) / (1 << 20)
+		f.res[i].Claims = n.sim.Counters()["claim_ok"]
+		if err := n.stop(); err != nil {
+			f.res[i].Exit = err.Error()
+			logf("%s exit: %v", n.name, err)
+		} else {
+			f.res[i].Exit = "0"
+		}
+	}
+	rep.PerNode = f.res
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
