@@ -7,12 +7,12 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // spdyLike is kubectl's data stream as virtual-kubelet hands it over, over
@@ -53,38 +53,6 @@ func (s *spdyLike) IsFinished() bool { return s.finished.Load() }
 // stream is finished.
 func (s *spdyLike) peerReset() { s.finished.Store(true); _ = s.peer.Close() }
 
-// guest is a loopback service standing in for one inside the VM.
-func guest(t *testing.T, serve func(*net.TCPConn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); defer c.Close(); serve(c.(*net.TCPConn)) }()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	return ln.Addr().String()
-}
-
-// echo answers everything it reads and half-closes once its input ends.
-func echo(c *net.TCPConn) {
-	if _, err := io.Copy(c, c); err == nil {
-		_ = c.CloseWrite()
-		_, _ = io.Copy(io.Discard, c)
-	}
-}
-
 // forward runs PortForward and returns its result on a channel.
 func (it *interactive) forward(port int32, s *spdyLike) <-chan error {
 	done := make(chan error, 1)
@@ -107,7 +75,7 @@ func waitDone(t *testing.T, done <-chan error, what string) error {
 // half-close ends kubectl's: the whole payload comes back, and the relay is
 // over once both directions are.
 func TestPortForwardRelaysBothWaysWithHalfClose(t *testing.T) {
-	it := newInteractive(t, sim.Config{GuestPorts: map[int]string{8080: guest(t, echo)}}, interactiveRoot)
+	it := newInteractive(t, sim.Config{GuestPorts: map[int]string{8080: testkit.EchoService(t)}}, interactiveRoot)
 	s := newSPDYLike(t)
 	done := it.forward(8080, s)
 	payload := make([]byte, 16<<20)
@@ -128,7 +96,7 @@ func TestPortForwardRelaysBothWaysWithHalfClose(t *testing.T) {
 // A guest that speaks first and closes: kubectl reads all of it and then
 // EOF, and the relay ends once kubectl is done too.
 func TestPortForwardGuestClosesFirst(t *testing.T) {
-	banner := guest(t, func(c *net.TCPConn) { _, _ = io.WriteString(c, "SSH-2.0-guest\r\n") })
+	banner := testkit.Serve(t, func(c *net.TCPConn) { _, _ = io.WriteString(c, "SSH-2.0-guest\r\n") })
 	it := newInteractive(t, sim.Config{GuestPorts: map[int]string{22: banner}}, interactiveRoot)
 	s := newSPDYLike(t)
 	done := it.forward(22, s)
@@ -147,7 +115,7 @@ func TestPortForwardGuestClosesFirst(t *testing.T) {
 func TestPortForwardKubectlResetEndsTheRelay(t *testing.T) {
 	release := make(chan struct{})
 	var heard atomic.Int64
-	holder := guest(t, func(c *net.TCPConn) {
+	holder := testkit.Serve(t, func(c *net.TCPConn) {
 		n, _ := io.Copy(io.Discard, c)
 		heard.Store(n)
 		<-release // never closes on its own

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 func TestExecPassesOutputAndExitCode(t *testing.T) {
@@ -90,39 +91,8 @@ func TestExecIsOneAttempt(t *testing.T) {
 	}
 }
 
-// echoGuest echoes until its input ends, then half-closes its side.
-func echoGuest(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				if _, err := io.Copy(c, c); err == nil {
-					_ = c.(*net.TCPConn).CloseWrite()
-					_, _ = io.Copy(io.Discard, c)
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	return ln.Addr().String()
-}
-
 func TestDialPortRelaysBothWaysWithHalfClose(t *testing.T) {
-	h := newHarness(t, sim.Config{GuestPorts: map[int]string{8080: echoGuest(t)}})
+	h := newHarness(t, sim.Config{GuestPorts: map[int]string{8080: testkit.EchoService(t)}})
 	obs := &statuses{}
 	c := h.client(nodeToken, func(o *pool.ClientOptions) { o.Observer = obs })
 	a := h.claim("ns/a", 60)
@@ -155,7 +125,7 @@ func TestDialPortRelaysBothWaysWithHalfClose(t *testing.T) {
 }
 
 func TestDialPortRefusals(t *testing.T) {
-	h := newHarness(t, sim.Config{GuestPorts: map[int]string{8080: echoGuest(t)}})
+	h := newHarness(t, sim.Config{GuestPorts: map[int]string{8080: testkit.EchoService(t)}})
 	a := h.claim("ns/a", 60)
 	b := h.claim("ns/b", 60)
 	_, err := h.node.DialPort(ctx(t), a.ID, a.Token, 7000)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // guestPort is the port the tests forward to; the emulator maps it to
@@ -50,7 +51,7 @@ func (k *kubectlNode) proxyable() bool { return k.ip != "127.0.0.1" }
 
 func startKubectlNode(t *testing.T) *kubectlNode {
 	t.Helper()
-	echoAddr := echoService(t)
+	echoAddr := testkit.EchoService(t)
 	ip := hostIP()
 	n := startNode(t, sim.Config{GuestPorts: map[int]string{guestPort: echoAddr}},
 		"--node-ip", ip, "--listen-addr", net.JoinHostPort(ip, strconv.Itoa(freePort(t))), "--client-ca-file", env.KubeletClientCA)
@@ -94,40 +95,6 @@ func hostIP() string {
 		}
 	}
 	return "127.0.0.1"
-}
-
-// echoService echoes what it reads and half-closes once its input ends, so
-// a client sees all of its bytes back and then EOF only if half-close works
-// end to end.
-func echoService(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				buf := make([]byte, 256<<10)
-				if _, err := io.CopyBuffer(c, c, buf); err == nil {
-					_ = c.(*net.TCPConn).CloseWrite()
-					_, _ = io.Copy(io.Discard, c)
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	return ln.Addr().String()
 }
 
 // execVia names the two transports kubectl exec speaks to the apiserver:

@@ -10,13 +10,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // execAs posts an exec and returns the status, the decoded result and the
@@ -141,52 +141,6 @@ func hibernated(n *node, id string) bool {
 	return false
 }
 
-// echoGuest is a guest service on loopback: it echoes what it reads and,
-// once its input ends (the client's half-close went all the way through),
-// half-closes its own side. seen counts the bytes it echoed.
-type echoGuest struct {
-	ln   net.Listener
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	seen int64
-}
-
-func startEchoGuest(t *testing.T) *echoGuest {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &echoGuest{ln: ln}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			g.wg.Add(1)
-			go func() {
-				defer g.wg.Done()
-				defer c.Close()
-				n, err := io.Copy(c, c)
-				g.mu.Lock()
-				g.seen += n
-				g.mu.Unlock()
-				if err == nil {
-					_ = c.(*net.TCPConn).CloseWrite()
-					_, _ = io.Copy(io.Discard, c) // until the relay closes
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); g.wg.Wait() })
-	return g
-}
-
-func (g *echoGuest) port() int { return g.ln.Addr().(*net.TCPAddr).Port }
-
 // upgrade dials the emulator and asks for the relay with raw HTTP. It
 // returns the answer and, after a 101, the connection and its reader.
 func (n *node) upgrade(id, token, port string, hdr map[string]string) (*http.Response, *net.TCPConn, *bufio.Reader) {
@@ -225,8 +179,8 @@ var tcpUpgrade = map[string]string{"Upgrade": "tcp", "Connection": "Upgrade"}
 // Bytes go both ways, and a half-close from the client reaches the guest,
 // whose own half-close comes back as EOF: the whole payload is echoed.
 func TestPortsRelayCarriesBytesBothWaysWithHalfClose(t *testing.T) {
-	g := startEchoGuest(t)
-	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: g.ln.Addr().String()}})
+	guest := testkit.EchoService(t)
+	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: guest}})
 	a := n.claim("ns/a", 60)
 	resp, c, br := n.upgrade(a.ID, a.Token, "8080", tcpUpgrade)
 	if resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "tcp" {
@@ -249,10 +203,11 @@ func TestPortsRelayCarriesBytesBothWaysWithHalfClose(t *testing.T) {
 
 // GuestLoopback: guest port P is 127.0.0.1:P on the host.
 func TestPortsRelayLoopbackMapsThePortAsIs(t *testing.T) {
-	g := startEchoGuest(t)
+	guest := testkit.EchoService(t)
 	n := newNode(t, sim.Config{GuestLoopback: true})
 	a := n.claim("ns/a", 60)
-	resp, c, br := n.upgrade(a.ID, a.Token, fmt.Sprint(g.port()), tcpUpgrade)
+	_, port, _ := net.SplitHostPort(guest)
+	resp, c, br := n.upgrade(a.ID, a.Token, port, tcpUpgrade)
 	if resp.StatusCode != 101 {
 		t.Fatalf("upgrade: %d", resp.StatusCode)
 	}
@@ -264,14 +219,14 @@ func TestPortsRelayLoopbackMapsThePortAsIs(t *testing.T) {
 }
 
 func TestPortsRelayErrorAnswers(t *testing.T) {
-	g := startEchoGuest(t)
+	guest := testkit.EchoService(t)
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	closedAddr := closed.Addr().String()
 	closed.Close()
-	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: g.ln.Addr().String(), 9090: closedAddr}})
+	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: guest, 9090: closedAddr}})
 	a := n.claim("ns/a", 60)
 	b := n.claim("ns/b", 60)
 	check := func(what, id, token, port string, hdr map[string]string, want int) string {
@@ -307,8 +262,8 @@ func TestPortsRelayErrorAnswers(t *testing.T) {
 // The sandbox's token wakes a hibernated sandbox; the root token's relay is
 // passive: it never wakes one, and is refused while the sandbox is paused.
 func TestPortsRelayRootIsPassive(t *testing.T) {
-	g := startEchoGuest(t)
-	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: g.ln.Addr().String()}})
+	guest := testkit.EchoService(t)
+	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: guest}})
 	a := n.claim("ns/a", 60)
 	if resp, _, _ := n.upgrade(a.ID, rootToken, "8080", tcpUpgrade); resp.StatusCode != 101 {
 		t.Errorf("root relay to an awake sandbox: %d", resp.StatusCode)
@@ -331,8 +286,8 @@ func TestPortsRelayRootIsPassive(t *testing.T) {
 // Close ends relays that are still open: a hijacked connection is no
 // longer the HTTP server's to close.
 func TestCloseEndsOpenRelays(t *testing.T) {
-	g := startEchoGuest(t)
-	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: g.ln.Addr().String()}})
+	guest := testkit.EchoService(t)
+	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: guest}})
 	a := n.claim("ns/a", 60)
 	resp, _, br := n.upgrade(a.ID, a.Token, "8080", tcpUpgrade)
 	if resp.StatusCode != 101 {

@@ -1,4 +1,5 @@
-// Package testkit holds the helpers every test suite shares. WaitFor is
+// Package testkit holds the helpers every test suite shares (a loopback
+// TCP service, Serve and EchoService; a concurrent-safe Buffer). WaitFor is
 // their one way to wait for a condition that nothing signals (a counter of
 // the emulator, a file, an object in the apiserver): poll it until it
 // holds, with a deadline, and fail the test naming what was awaited. It
