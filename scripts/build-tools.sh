@@ -3,7 +3,8 @@
 # tools modules under tools/, caches them outside the clone, and links them
 # into the git-ignored bin/. With no argument it builds the set `make test`
 # needs (etcd, kube-apiserver, kube-scheduler, the agent-sandbox
-# controller); arguments name tools or tools modules to build instead, e.g.
+# controller, vk-chartcheck: Helm's renderer and Prometheus's rule parser
+# for the chart tests); arguments name tools or tools modules to build instead, e.g.
 # `build-tools.sh jaeger vk-jaegerui` for make demo-observability and
 # make test-observability.
 #
@@ -30,6 +31,7 @@ TOOLS=(
 	"kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver test"
 	"kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler test"
 	"agent-sandbox-controller agent-sandbox sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller test"
+	"vk-chartcheck  chartcheck github.com/cocoonstack/vk-sandbox/tools/chartcheck test"
 	"jaeger         jaeger github.com/jaegertracing/jaeger/cmd/jaeger extra"
 	"vk-jaegerui    jaegerui github.com/cocoonstack/vk-sandbox/tools/jaegerui extra"
 )
