@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -177,7 +176,7 @@ func (k *kubectlNode) portForward(t *testing.T, via forwardVia, remote int) stri
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
-	var out, errOut syncBuf
+	var out, errOut testkit.Buffer
 	fw, err := portforward.NewOnAddressesWithContext(ctx, k.dialer(t, via), []string{"127.0.0.1"},
 		[]string{fmt.Sprintf("0:%d", remote)}, ready, &out, &errOut)
 	if err != nil {
@@ -265,21 +264,4 @@ func (n *vkNode) kubeletGet(t *testing.T, path string, cert *tls.Certificate) (i
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

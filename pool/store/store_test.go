@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,35 +9,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // --- helpers shared by the package's tests ---
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// logBuffer captures log output for tests that check what is (not) logged.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func capture() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+// capture is a logger and what it wrote, for tests that check what is
+// (not) logged.
+func capture() (*slog.Logger, *testkit.Buffer) {
+	b := &testkit.Buffer{}
 	return slog.New(slog.NewTextHandler(b, nil)), b
 }
 
