@@ -1,11 +1,14 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,10 +37,18 @@ type Claims interface {
 	Identity() pipeline.Identity
 }
 
+// DefaultInventoryResync is how often InventoryPublisher applies an
+// inventory that has not changed.
+const DefaultInventoryResync = 10 * time.Minute
+
 // InventoryPublisher server-side-applies one NodeInventory per node. Each
 // tick rebuilds it from live sandboxd state (the listing, not the claim
-// table): one listing, one info and one apply per interval, whatever the
-// claim count. A failed publish is logged; the next tick starts afresh.
+// table): one listing and one info per interval, whatever the claim count,
+// and one apply when the object differs from the last one applied, or
+// when Resync has passed since (which repairs an object that someone else
+// edited or deleted). An idle node therefore sends the apiserver nothing
+// for its inventory between resyncs. A failed publish is logged; the next
+// tick starts afresh and applies.
 //
 // The object is spec-less, as its consumer (sandbox-operator's aggregated
 // apiserver) reads it: node, address, entries and pools sit at the top
@@ -51,6 +62,14 @@ type InventoryPublisher struct {
 	Address  string
 	Log      *slog.Logger
 	Metrics  interface{ InventoryPublish(ok bool) }
+	// Resync: 0 is DefaultInventoryResync.
+	Resync time.Duration
+
+	// What the last successful apply sent, and when. Only the goroutine
+	// that calls Run (or PublishOnce) touches them.
+	last   map[string]any
+	lastAt time.Time
+	now    func() time.Time // time.Now; tests set it
 }
 
 // Run publishes now and then every interval until ctx ends.
@@ -91,8 +110,20 @@ func (p *InventoryPublisher) PublishOnce(ctx context.Context) error {
 		}
 	}
 	obj := p.build(rows, info)
-	_, err = p.Dynamic.Resource(NodeInventoryGVR).Apply(ctx, p.Node, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	return err
+	now := time.Now
+	if p.now != nil {
+		now = p.now
+	}
+	resync := cmp.Or(p.Resync, DefaultInventoryResync)
+	if p.last != nil && now().Sub(p.lastAt) < resync && equality.Semantic.DeepEqual(p.last, obj.Object) {
+		return nil
+	}
+	p.last = nil // a failed apply must not make the next tick skip
+	if _, err = p.Dynamic.Resource(NodeInventoryGVR).Apply(ctx, p.Node, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		return err
+	}
+	p.last, p.lastAt = obj.Object, now()
+	return nil
 }
 
 // build renders the object. Entries are this node's VMs only: those it
@@ -131,6 +162,12 @@ func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstru
 		}
 		entries = append(entries, e)
 	}
+	// In a stable order, so that an unchanged inventory compares equal
+	// however sandboxd orders its listing.
+	slices.SortFunc(entries, func(a, b any) int {
+		x, y := a.(map[string]any), b.(map[string]any)
+		return cmp.Or(cmp.Compare(x["name"].(string), y["name"].(string)), cmp.Compare(x["id"].(string), y["id"].(string)))
+	})
 	obj := map[string]any{
 		"apiVersion": NodeInventoryGVR.GroupVersion().String(),
 		"kind":       "NodeInventory",
@@ -141,7 +178,10 @@ func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstru
 	}
 	if info != nil {
 		pools := make([]any, 0, len(info.Pools))
-		for _, pl := range info.Pools {
+		byKey := slices.SortedFunc(slices.Values(info.Pools), func(a, b pool.PoolInfo) int {
+			return cmp.Or(cmp.Compare(a.Key.Template, b.Key.Template), cmp.Compare(a.Key.Net, b.Key.Net), cmp.Compare(a.Key.Size, b.Key.Size))
+		})
+		for _, pl := range byKey {
 			pools = append(pools, map[string]any{
 				"template": pl.Key.Template, "net": pl.Key.Net, "size": pl.Key.Size,
 				"warm": int64(pl.Warm), "target": int64(pl.Target),

@@ -1,8 +1,16 @@
 package kube
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -66,4 +74,63 @@ func TestInventoryIsSpecLessAndListsOnlyThisNodesVMs(t *testing.T) {
 	if _, ok := p.build(rows, nil).Object["pools"]; ok {
 		t.Error("without the pool view (tenant token) the object still carries pools")
 	}
+}
+
+type fakeInventorySource struct{ rows []pool.Sandbox }
+
+func (f *fakeInventorySource) List(context.Context, pool.ListOptions) ([]pool.Sandbox, error) {
+	return slices.Clone(f.rows), nil
+}
+func (f *fakeInventorySource) Info(context.Context) (pool.Info, error) {
+	return pool.Info{Pools: []pool.PoolInfo{{Key: pool.Key{Template: "b"}, Warm: 1}, {Key: pool.Key{Template: "a"}, Warm: 2}}}, nil
+}
+func (f *fakeInventorySource) Tenant() bool { return false }
+
+// An idle node does not re-apply an unchanged inventory every tick: it
+// applies when the object changed (in any order sandboxd lists it), or
+// once Resync has passed, and again after a failed apply.
+func TestInventoryIsAppliedOnlyWhenChangedOrResyncDue(t *testing.T) {
+	id := pipeline.Identity{Node: "n1"}
+	row := func(name, sb string) pool.Sandbox {
+		return pool.Sandbox{ID: sb, Key: pool.Key{Template: "py"}, ClaimRef: id.ClaimRef(name), Metadata: id.Labels(pipeline.PodRef{Key: name, UID: "u-" + sb})}
+	}
+	src := &fakeInventorySource{rows: []pool.Sandbox{row("ns/a", "sb_a"), row("ns/b", "sb_b")}}
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	applies, fail := 0, false
+	dyn.PrependReactor("patch", "nodeinventories", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fail {
+			return true, nil, errors.New("apiserver down")
+		}
+		applies++
+		return true, &unstructured.Unstructured{}, nil
+	})
+	clock := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	p := &InventoryPublisher{Dynamic: dyn, Sandboxd: src, Claims: fakeClaims{id: id}, Node: "n1", Resync: time.Minute,
+		now: func() time.Time { return clock }}
+	publish := func(want int, what string) {
+		t.Helper()
+		if err := p.PublishOnce(t.Context()); err != nil && !fail {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if applies != want {
+			t.Fatalf("%s: %d applies, want %d", what, applies, want)
+		}
+	}
+	publish(1, "first publish")
+	clock = clock.Add(30 * time.Second)
+	publish(1, "unchanged, before resync")
+	src.rows = []pool.Sandbox{src.rows[1], src.rows[0]}
+	publish(1, "same rows listed in another order")
+	src.rows = append(src.rows, row("ns/c", "sb_c"))
+	publish(2, "a new VM")
+	clock = clock.Add(59 * time.Second)
+	publish(2, "unchanged, 59s after the last apply")
+	clock = clock.Add(time.Second)
+	publish(3, "unchanged, resync due")
+	src.rows = src.rows[:2]
+	fail = true
+	publish(3, "a failed apply")
+	fail = false
+	src.rows = append(src.rows, row("ns/c", "sb_c"))
+	publish(4, "back to the last applied object after a failed apply")
 }

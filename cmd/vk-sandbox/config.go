@@ -91,7 +91,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.ReauthorizeInterval, "reauthorize-interval", time.Minute, "how often the recorded owner of a claim held for a Pod that is gone (preserved, or its release failed) is asked again; a release verdict releases it. 0 disables")
 	fs.DurationVar(&c.SettleWindow, "settle-window", pipeline.Defaults.SettleWindow, "how long a VM this node made may stay undelivered (a claim that finished after its answer was lost) before the orphan scan releases it; keep it above --sandboxd-claim-timeout")
 	fs.BoolVar(&c.PublishInventory, "publish-inventory", false, "server-side-apply a NodeInventory object for this node")
-	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "NodeInventory publish interval")
+	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "how often the NodeInventory is rebuilt from sandboxd; it is applied only when changed, and at least every 10 minutes")
 	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]; the built-in type and runtime labels are applied after them and cannot be overridden")
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 200, "client-side QPS limit towards the apiserver")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 400, "client-side burst towards the apiserver")

@@ -329,8 +329,8 @@ func TestLifecycleNodeInventoryMatchesEmulator(t *testing.T) {
 		t.Fatalf("inventory: %s\nobject: %v", mismatch, obj)
 	}
 
-	// Apply rate: one publish (listing + info + apply) per tick, whatever
-	// else happens.
+	// Publish rate: one publish (listing + info, and an apply when the
+	// object changed or the resync is due) per tick, whatever else happens.
 	before, _ := metricSum(t, scrape, "vksandbox_inventory_publishes_total", `result="ok"`)
 	lists := n.counter("list")
 	start := time.Now()
@@ -340,7 +340,7 @@ func TestLifecycleNodeInventoryMatchesEmulator(t *testing.T) {
 	failedPub, _ := metricSum(t, scrape, "vksandbox_inventory_publishes_total", `result="failed"`)
 	elapsed := time.Since(start)
 	applies := after - before
-	t.Logf("NodeInventory applies over %v at --publish-interval 500ms: %.0f ok (%d failed), sandboxd listings %d; at 30s that is %.0f per 10 minutes",
+	t.Logf("NodeInventory publishes over %v at --publish-interval 500ms: %.0f ok (%d failed), sandboxd listings %d; at 30s that is %.0f per 10 minutes",
 		elapsed.Round(time.Millisecond), applies, int(failedPub), n.counter("list")-lists, (10*time.Minute).Seconds()/30)
 	if maxN := elapsed.Seconds()/0.5 + 1; applies > maxN || applies < maxN/2-1 {
 		t.Fatalf("%.0f applies in %v, want about one per 500ms tick (at most %.0f)", applies, elapsed, maxN)
