@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // isolateEnv blanks every OTEL_* variable Setup reads, so a developer's
@@ -56,23 +57,8 @@ func get(t *testing.T, h http.Handler, path, accept string) (int, string) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	code, b := testkit.Get(t, srv.URL+path, accept)
+	return code, string(b)
 }
 
 // sample returns the value of series (a name and its whole label set, as

@@ -288,21 +288,9 @@ func objectsJSON(t *testing.T, ns string) []byte {
 
 func scrapeAs(t *testing.T, url, accept string) []byte {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	code, b := testkit.Get(t, url, accept)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, code)
 	}
 	return b
 }

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -74,7 +72,7 @@ func TestClaimTracePicture(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := b.String()
-	if err := wellFormedXML(svg); err != nil {
+	if err := testkit.WellFormedXML(svg); err != nil {
 		t.Fatalf("the trace SVG is not well-formed XML: %v", err)
 	}
 	for _, name := range pictureSpans {
@@ -237,17 +235,4 @@ func hasSpans(spans []sdktrace.ReadOnlySpan, names []string) bool {
 		}
 	}
 	return true
-}
-
-func wellFormedXML(doc string) error {
-	d := xml.NewDecoder(strings.NewReader(doc))
-	for {
-		_, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }

@@ -2,8 +2,6 @@ package spansvg
 
 import (
 	"bytes"
-	"encoding/xml"
-	"errors"
 	"io"
 	"slices"
 	"strings"
@@ -15,6 +13,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 var (
@@ -83,7 +83,7 @@ func TestRenderIsWellFormedAndNamesEverySpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := b.String()
-	if err := wellFormed(svg); err != nil {
+	if err := testkit.WellFormedXML(svg); err != nil {
 		t.Fatalf("not well-formed XML: %v\n%s", err, svg)
 	}
 	for _, want := range []string{
@@ -173,19 +173,5 @@ func TestWrapKeepsWordsWhole(t *testing.T) {
 	want := []string{"aaaa=1  bbbb=2", "cccc=3", strings.Repeat("x", 13) + "…"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("wrap = %q, want %q", got, want)
-	}
-}
-
-// wellFormed decodes every token of an XML document.
-func wellFormed(doc string) error {
-	d := xml.NewDecoder(strings.NewReader(doc))
-	for {
-		_, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
 	}
 }
