@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
@@ -65,11 +66,22 @@ func simDefaults(cfg sim.Config) sim.Config {
 
 func newSim(t testing.TB, cfg sim.Config) *simEnv {
 	t.Helper()
+	return newSimBehind(t, cfg, nil)
+}
+
+// newSimBehind is newSim with the emulator's handler wrapped by wrap (nil:
+// served as is).
+func newSimBehind(t testing.TB, cfg sim.Config, wrap func(http.Handler) http.Handler) *simEnv {
+	t.Helper()
 	s, err := sim.New(simDefaults(cfg))
 	if err != nil {
 		t.Fatalf("sim.New: %v", err)
 	}
-	ts := httptest.NewServer(s.Handler())
+	h := s.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
 	env := &simEnv{sim: s, url: ts.URL}
 	env.root = env.client(t, rootToken)
 	env.node = env.client(t, nodeToken)

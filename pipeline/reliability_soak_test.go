@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -109,28 +108,13 @@ func soakTracing(t *testing.T) *sdktrace.TracerProvider {
 // still sends the context.
 func newSoakSim(t *testing.T) *simEnv {
 	t.Helper()
-	s, err := sim.New(simDefaults(sim.Config{Pools: map[pool.Key]int{{Template: template}: 64}}))
-	if err != nil {
-		t.Fatalf("sim.New: %v", err)
-	}
-	h := s.Handler()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del("traceparent")
-		r.Header.Del("tracestate")
-		h.ServeHTTP(w, r)
-	}))
-	env := &simEnv{sim: s, url: ts.URL}
-	env.root = env.client(t, rootToken)
-	env.node = env.client(t, nodeToken)
-	t.Cleanup(func() {
-		env.root.CloseIdleConnections()
-		env.node.CloseIdleConnections()
-		ts.Close()
-		if err := s.Close(); err != nil {
-			t.Errorf("sim.Close: %v", err)
-		}
+	return newSimBehind(t, sim.Config{Pools: map[pool.Key]int{{Template: template}: 64}}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Del("traceparent")
+			r.Header.Del("tracestate")
+			h.ServeHTTP(w, r)
+		})
 	})
-	return env
 }
 
 type soakSample struct {
