@@ -46,7 +46,7 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 		defer node.stop()
 	}
 
-	t := newTracker(n, r.Namespace)
+	t := podload.NewTracker(n)
 	stopWatch, err := watchNamespace(ctx, b.cs, r.Namespace, t)
 	if err != nil {
 		return failed(err)
@@ -73,9 +73,9 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 	go func() {
 		defer close(created)
 		if mode == modeBare {
-			runBare(rctx, b.cs, r.Namespace, n, b.o.workers, t)
+			podload.RunBare(rctx, b.cs, podload.SandboxPods(r.Namespace, "burst-bare-nonode", n, nil), b.o.workers, t)
 		} else {
-			createAll(rctx, b.cs, t, b.o.workers, podNames(r.Namespace, r.Node, n), nil)
+			podload.CreateAll(rctx, b.cs, t, b.o.workers, podload.SandboxPods(r.Namespace, r.Node, n, nil), nil)
 		}
 	}()
 	select {
@@ -128,7 +128,7 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 		}
 		if err := node.stop(); err != nil {
 			r.VKExit = err.Error()
-			logf("vk-sandbox exit: %v; log tail:\n%s", err, tail(node.log, 20))
+			logf("vk-sandbox exit: %v; log tail:\n%s", err, node.vk.Tail(20))
 		} else {
 			r.VKExit = "0"
 		}

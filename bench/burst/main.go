@@ -22,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -186,10 +185,8 @@ func run(ctx context.Context, o *options) error {
 	if slices.ContainsFunc(o.modes, func(m string) bool { return m != modeBare }) {
 		b.vkBin = filepath.Join(dir, "vk-sandbox")
 		logf("building ./cmd/vk-sandbox")
-		build := exec.CommandContext(ctx, "go", "build", "-o", b.vkBin, "./cmd/vk-sandbox")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build vk-sandbox (run from the repository root): %w", err)
+		if err := kubetest.BuildVKSandbox(ctx, b.vkBin, false); err != nil {
+			return err
 		}
 	}
 	env, err := kubetest.Start(ctx, kubetest.Options{Logf: logf})
