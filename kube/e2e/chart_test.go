@@ -229,6 +229,7 @@ func TestHelmChartAppliesToAPIServer(t *testing.T) {
 			var ds appsv1.DaemonSet
 			toTyped(t, find(t, objs, "DaemonSet")[0], &ds)
 			checkHardenedDaemonSet(t, "chart "+c.name, &ds)
+			admitPodOf(t, ns, &ds)
 			pod := ds.Spec.Template.Spec
 			var names []string
 			for _, ctr := range pod.Containers {
@@ -354,6 +355,29 @@ func TestDaemonSetManifestHardened(t *testing.T) {
 	if _, err := cs.AppsV1().DaemonSets(ds.Namespace).Create(context.Background(), &ds, metav1.CreateOptions{
 		DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationStrict}); err != nil {
 		t.Errorf("%s: %v", shippedDaemon, err)
+	}
+	admitPodOf(t, ds.Namespace, &ds)
+}
+
+// admitPodOf creates, as a server-side dry run, the Pod the DaemonSet
+// controller would make, so that Pod admission runs on it: the Priority
+// plugin resolves priorityClassName (system-node-critical outside
+// kube-system) and Pod validation checks the probes and the security
+// context as a kubelet would receive them.
+func admitPodOf(t *testing.T, ns string, ds *appsv1.DaemonSet) {
+	t.Helper()
+	cs, _ := clients(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: ds.Name + "-", Namespace: ns, Labels: ds.Spec.Template.Labels},
+		Spec:       *ds.Spec.Template.Spec.DeepCopy(),
+	}
+	pod.Spec.NodeName = "a-sandboxd-host"
+	got, err := cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatalf("the Pod of DaemonSet %s is refused: %v", ds.Name, err)
+	}
+	if got.Spec.Priority == nil || *got.Spec.Priority < 2000000000 {
+		t.Errorf("the Pod of DaemonSet %s has priority %v, want system-node-critical's", ds.Name, got.Spec.Priority)
 	}
 }
 
