@@ -25,7 +25,7 @@ TEST_FLAGS   ?=
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
-.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst plots clean demo demo-observability mutants
+.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst bench-fleet plots clean demo demo-observability mutants
 
 build:
 	$(GO) build ./...
@@ -113,6 +113,15 @@ bench-baseline:
 
 bench-burst: tools
 	$(GO) run ./bench/burst $(BURST_FLAGS)
+
+# A fleet of virtual nodes on one apiserver (bench/fleet): N vk-sandbox
+# processes, P Pods each at once, against the bare apiserver, with each
+# node's requests, watches, CPU and RSS. Default 20 x 500 (6-7 minutes on
+# 2 loaded cores); smaller: FLEET_FLAGS='-nodes 3 -pods 50 -idle 20s'. Writes
+# bench/results/fleet-<time>.json, its CSVs and two SVG plots.
+FLEET_FLAGS ?=
+bench-fleet: tools
+	$(GO) run ./bench/fleet $(FLEET_FLAGS)
 
 # SVG plots of the latest results, in bench/results/: from bench-latest.txt
 # (make bench) claims-vs-concurrency.svg and commit-cost-vs-size.svg; from

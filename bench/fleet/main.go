@@ -44,7 +44,7 @@ type options struct {
 	claimLatency         time.Duration
 	idle, idleHeld       time.Duration
 	timeout              time.Duration
-	bare                 bool
+	bare, inventory      bool
 	out                  string
 	vkArgs               []string
 }
@@ -57,8 +57,9 @@ func parseOptions() *options {
 	flag.IntVar(&o.workers, "workers", 64, "concurrent create calls, for all nodes together (and status calls in bare)")
 	flag.DurationVar(&o.claimLatency, "claim-latency", 500*time.Microsecond, "emulator claim latency")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle window after every node is Ready, before the fill")
-	flag.DurationVar(&o.idleHeld, "idle-held", 30*time.Second, "idle window after the fill, each node holding its Pods (0: skip)")
+	flag.DurationVar(&o.idleHeld, "idle-held", 60*time.Second, "idle window after the fill, each node holding its Pods (0: skip)")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "cap of one fill; a fill that hits it reports partial completion")
+	flag.BoolVar(&o.inventory, "inventory", true, "nodes run with --publish-inventory, as the shipped DaemonSet does (the NodeInventory CRD is installed)")
 	flag.BoolVar(&o.bare, "bare", true, "also measure the bare apiserver limit (same creates and status writes, no provider)")
 	flag.StringVar(&o.out, "out", "bench/results/fleet-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the CSVs and SVGs go beside it")
 	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags for every node, space separated (e.g. \"--publish-inventory\")")
@@ -127,6 +128,7 @@ type report struct {
 	Ratio        float64            `json:"fleet_over_bare,omitempty"` // of watch_wall_s
 	StartS       float64            `json:"nodes_ready_s"`             // all N started → all Ready
 	WatchesNode  map[string]float64 `json:"watches_per_node"`          // by resource
+	Start        apiWindow          `json:"start"`                     // nodes starting, Ready, and 5 s more
 	Idle         apiWindow          `json:"idle"`
 	Held         *apiWindow         `json:"held,omitempty"`
 	// EventsTailS is how long after the last Pod was Running the nodes
@@ -172,6 +174,12 @@ func run(ctx context.Context, o *options) error {
 	f.cs = f.env.Clientset()
 	if err := setupIdentities(ctx, f.cs, o.nodes); err != nil {
 		return err
+	}
+	if o.inventory {
+		if err := f.env.InstallCRDs(ctx, "manifests/nodeinventory-crd.yaml"); err != nil {
+			return err
+		}
+		o.vkArgs = append([]string{"--publish-inventory"}, o.vkArgs...)
 	}
 	rep := &report{Started: time.Now(), GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
 		Command: strings.Join(os.Args[1:], " "), Nodes: o.nodes, PodsPerNode: o.pods,
@@ -242,6 +250,7 @@ func (f *fleet) phases(ctx context.Context, rep *report) error {
 		return err
 	}
 	rep.Idle = idle.w
+	rep.Start = window(before, idle.first, f.nodes)
 	rep.WatchesNode = map[string]float64{}
 	for k, v := range watchDelta(before, idle.first) {
 		rep.WatchesNode[k] = v / float64(o.nodes)

@@ -117,7 +117,7 @@ func printTables(w io.Writer, rep *report) {
 	windows := []struct {
 		name string
 		w    *apiWindow
-	}{{"idle", &rep.Idle}, {"held", rep.Held}}
+	}{{"start", &rep.Start}, {"idle", &rep.Idle}, {"held", rep.Held}}
 	if rep.Fleet != nil {
 		windows = append(windows, struct {
 			name string
