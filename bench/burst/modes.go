@@ -56,7 +56,7 @@ func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode,
 	fail := func(err error) (*vkNode, error) { v.stop(); return nil, err }
 	vo := kubetest.VKSandboxOptions{
 		Bin: o.bin, Dir: o.dir, Node: o.name, Kubeconfig: o.kubeconfig,
-		SandboxdURL: v.srv.URL, Token: rootToken, Args: []string{"--log-level", "warn"},
+		SandboxdURL: v.srv.URL, Token: rootToken, Args: []string{"--orphan-scan-interval", "0", "--log-level", "warn"},
 	}
 	if o.metrics {
 		port, err := kubetest.FreePort()

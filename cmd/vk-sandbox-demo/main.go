@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -113,33 +112,26 @@ func run(ctx context.Context, hold, withObs bool) error {
 
 	step("building and starting vk-sandbox")
 	bin := filepath.Join(dir, "vk-sandbox")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/vk-sandbox")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build vk-sandbox: %w", err)
-	}
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+	if err := kubetest.BuildVKSandbox(ctx, bin, false); err != nil {
 		return err
 	}
-	logPath := filepath.Join(dir, "vk-sandbox.log")
-	logf, err := os.Create(logPath)
+	metricsPort, err := kubetest.FreePort()
 	if err != nil {
 		return err
 	}
-	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort())
-	vk := exec.Command(bin, "--node-name", nodeName, "--kubeconfig", env.Kubeconfig,
-		"--listen-addr", "127.0.0.1:"+strconv.Itoa(freePort()), "--metrics-addr", metricsAddr,
-		"--sandboxd-url", sandboxdURL, "--sandboxd-token-file", tokenFile,
-		"--state-path", filepath.Join(dir, "state", "claims.json"))
-	vk.Stdout, vk.Stderr = logf, logf
-	vk.Env = append(os.Environ(), obs.env()...)
-	vk.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(metricsPort)
+	vk, err := kubetest.NewVKSandbox(kubetest.VKSandboxOptions{
+		Bin: bin, Dir: dir, Node: nodeName, Kubeconfig: env.Kubeconfig,
+		SandboxdURL: sandboxdURL, Token: token, MetricsAddr: metricsAddr, Env: obs.env(),
+	})
+	if err != nil {
+		return err
+	}
 	if err := vk.Start(); err != nil {
 		return err
 	}
-	defer func() { _ = vk.Process.Signal(syscall.SIGTERM); _ = vk.Wait(); logf.Close() }()
-	fmt.Printf("    logs: %s   metrics: http://%s/metrics\n", logPath, metricsAddr)
+	defer func() { _ = vk.Terminate() }()
+	fmt.Printf("    logs: %s   metrics: http://%s/metrics\n", vk.LogPath(), metricsAddr)
 	if err := obs.startPrometheus(ctx, dir, metricsAddr); err != nil {
 		return err
 	}
@@ -244,15 +236,6 @@ func waitFor(ctx context.Context, what string, cond func(context.Context) bool) 
 		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
 	return nil
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 10260
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func repoRoot() (string, error) {

@@ -91,7 +91,7 @@ func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, token string,
 	vk, err := kubetest.NewVKSandbox(kubetest.VKSandboxOptions{
 		Bin: vkBin, Dir: t.TempDir(), Node: name, Kubeconfig: env.Kubeconfig,
 		SandboxdURL: srv.URL, Token: token, Env: environ,
-		Args: append([]string{"--requeue-max", "2s", "--log-level", "debug"}, extraArgs...),
+		Args: append([]string{"--requeue-max", "2s", "--orphan-scan-interval", "0", "--log-level", "debug"}, extraArgs...),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -49,8 +49,8 @@ type VKSandboxOptions struct {
 	// MetricsAddr is --metrics-addr; "" serves no metrics.
 	MetricsAddr string
 	// Args follow the common flags (node, kubeconfig, a free loopback
-	// --listen-addr, metrics, sandboxd, token file, Dir/state/claims.json,
-	// no orphan scan); a repeated flag's last value wins.
+	// --listen-addr, metrics, sandboxd, token file, Dir/state/claims.json);
+	// a repeated flag's last value wins.
 	Args []string
 	Env  []string // added to this process's environment
 }
@@ -97,7 +97,6 @@ func NewVKSandbox(o VKSandboxOptions) (*VKSandbox, error) {
 		"--node-name", o.Node, "--kubeconfig", o.Kubeconfig,
 		"--listen-addr", "127.0.0.1:" + strconv.Itoa(port), "--metrics-addr", o.MetricsAddr,
 		"--sandboxd-url", o.SandboxdURL, "--sandboxd-token-file", tokenFile, "--state-path", v.StatePath,
-		"--orphan-scan-interval", "0",
 	}, o.Args...)
 	return v, nil
 }

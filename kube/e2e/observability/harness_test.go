@@ -77,7 +77,7 @@ func startVK(t *testing.T, sandboxdURL string) *kubetest.VKSandbox {
 	vk, err := kubetest.StartVKSandbox(ctx, env.Clientset(), kubetest.VKSandboxOptions{
 		Bin: vkBin, Dir: t.TempDir(), Node: fmt.Sprintf("vk-obs-%d", os.Getpid()), Kubeconfig: env.Kubeconfig,
 		SandboxdURL: sandboxdURL, Token: rootToken, MetricsAddr: "127.0.0.1:" + strconv.Itoa(metricsPort),
-		Args: []string{"--requeue-max", "2s", "--log-level", "debug"},
+		Args: []string{"--requeue-max", "2s", "--orphan-scan-interval", "0", "--log-level", "debug"},
 		Env: []string{
 			"OTEL_EXPORTER_OTLP_ENDPOINT=" + jaeger.OTLPEndpoint,
 			"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
