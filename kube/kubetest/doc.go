@@ -1,7 +1,9 @@
-// Package kubetest runs a real etcd and kube-apiserver for tests.
+// Package kubetest runs a real etcd and kube-apiserver for tests, and the
+// processes that test, benchmark and demo around them: vk-sandbox itself
+// (BuildVKSandbox, VKSandbox), Jaeger and Prometheus.
 //
-// There is no kind and no Docker here (the test control plane (scripts/build-tools.sh)): the binaries are built
-// from the pinned tools modules by scripts/build-tools.sh and linked into the
+// There is no kind and no Docker here: the binaries are built from the
+// pinned tools modules by scripts/build-tools.sh and linked into the
 // repository's bin/ folder. Start finds them there (or in $VK_TOOLS_BIN), and
 // runs the script itself when they are missing, so a fresh clone works with
 // only Go and the module proxy. Tests never skip for lack of binaries: a
