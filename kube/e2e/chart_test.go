@@ -262,6 +262,19 @@ func TestHelmChartAppliesToAPIServer(t *testing.T) {
 	})
 }
 
+// TestHelmChartLints runs `helm lint --strict` (Helm's own lint action)
+// on the chart with its defaults and with every value set: a warning is a
+// failure, as an error is.
+func TestHelmChartLints(t *testing.T) {
+	bin := chartcheck(t)
+	for _, args := range [][]string{nil, {"-f", chartAllValues}} {
+		out, err := runChartcheck(bin, append(append([]string{"lint"}, args...), chartDir)...)
+		if err != nil {
+			t.Errorf("helm lint --strict %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
 // checkChartRBAC: the chart's ClusterRole and Role grant what
 // manifests/rbac.yaml grants (TestShippedClusterRoleIsEnough runs the
 // provider with those), bound to the chart's ServiceAccount.

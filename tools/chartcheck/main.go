@@ -7,6 +7,9 @@
 //	    renders the chart as `helm template --include-crds` does (Helm's
 //	    own install action, client-only dry run) and prints the manifests,
 //	    CRDs first, as one multi-document YAML stream on stdout.
+//	vk-chartcheck lint [-namespace NS] [-f values.yaml]... [-set k=v]... CHART
+//	    runs `helm lint --strict` (Helm's lint action): every message of
+//	    severity INFO or above is printed, and a warning or an error exits 1.
 //	vk-chartcheck rules FILE
 //	    parses FILE, a Prometheus rule file or a PrometheusRule object (its
 //	    spec is the rule file), with Prometheus's rule parser (rulefmt,
@@ -54,6 +57,8 @@ func main() {
 		return
 	case "render":
 		err = render(os.Args[2:], os.Stdout)
+	case "lint":
+		err = lint(os.Args[2:], os.Stdout)
 	case "rules":
 		err = rules(os.Args[2:], os.Stdout)
 	default:
@@ -66,7 +71,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: vk-chartcheck render [-namespace NS] [-release NAME] [-f values.yaml]... [-set k=v]... CHART\n       vk-chartcheck rules FILE\n       vk-chartcheck --version")
+	fmt.Fprintln(os.Stderr, "usage: vk-chartcheck render [-namespace NS] [-release NAME] [-f values.yaml]... [-set k=v]... CHART\n       vk-chartcheck lint [-namespace NS] [-f values.yaml]... [-set k=v]... CHART\n       vk-chartcheck rules FILE\n       vk-chartcheck --version")
 	os.Exit(2)
 }
 
@@ -88,51 +93,70 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-func render(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("render", flag.ContinueOnError)
-	ns := fs.String("namespace", "vk-sandbox", "release namespace")
-	name := fs.String("release", "vk-sandbox", "release name")
-	var files, sets multi
-	fs.Var(&files, "f", "values file (repeatable; later files win)")
-	fs.Var(&sets, "set", "k=v, as helm --set (repeatable; wins over -f)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// chartArgs are the flags render and lint share.
+type chartArgs struct {
+	fs          *flag.FlagSet
+	ns, release *string
+	files, sets multi
+}
+
+func newChartArgs(name string) *chartArgs {
+	a := &chartArgs{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	a.ns = a.fs.String("namespace", "vk-sandbox", "release namespace")
+	a.release = a.fs.String("release", "vk-sandbox", "release name")
+	a.fs.Var(&a.files, "f", "values file (repeatable; later files win)")
+	a.fs.Var(&a.sets, "set", "k=v, as helm --set (repeatable; wins over -f)")
+	return a
+}
+
+// parse reads the flags and returns the chart directory and the values.
+func (a *chartArgs) parse(args []string) (string, map[string]any, error) {
+	if err := a.fs.Parse(args); err != nil {
+		return "", nil, err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("render: name one chart directory")
+	if a.fs.NArg() != 1 {
+		return "", nil, fmt.Errorf("%s: name one chart directory", a.fs.Name())
+	}
+	vals := map[string]any{}
+	for _, f := range a.files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", nil, err
+		}
+		v, err := loader.LoadValues(strings.NewReader(string(b)))
+		if err != nil {
+			return "", nil, fmt.Errorf("%s: %w", f, err)
+		}
+		vals = loader.MergeMaps(vals, v)
+	}
+	for _, s := range a.sets {
+		if err := strvals.ParseInto(s, vals); err != nil {
+			return "", nil, fmt.Errorf("-set %s: %w", s, err)
+		}
 	}
 	// The loader logs each symbolic link it follows (files/rbac.yaml and
 	// crds/ link to manifests/) through slog's default logger.
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	chrt, err := loader.Load(fs.Arg(0))
+	return a.fs.Arg(0), vals, nil
+}
+
+func render(args []string, out io.Writer) error {
+	a := newChartArgs("render")
+	dir, vals, err := a.parse(args)
 	if err != nil {
 		return err
 	}
-	vals := map[string]any{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		v, err := loader.LoadValues(strings.NewReader(string(b)))
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		vals = loader.MergeMaps(vals, v)
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return err
 	}
-	for _, s := range sets {
-		if err := strvals.ParseInto(s, vals); err != nil {
-			return fmt.Errorf("-set %s: %w", s, err)
-		}
-	}
-
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
 	inst := action.NewInstall(cfg)
 	inst.DryRunStrategy = action.DryRunClient
 	inst.Replace = true
 	inst.IncludeCRDs = true
-	inst.ReleaseName = *name
-	inst.Namespace = *ns
+	inst.ReleaseName = *a.release
+	inst.Namespace = *a.ns
 	r, err := inst.Run(chrt, vals)
 	if err != nil {
 		return err
@@ -143,6 +167,25 @@ func render(args []string, out io.Writer) error {
 	}
 	_, err = io.WriteString(out, rel.Manifest)
 	return err
+}
+
+func lint(args []string, out io.Writer) error {
+	a := newChartArgs("lint")
+	dir, vals, err := a.parse(args)
+	if err != nil {
+		return err
+	}
+	l := action.NewLint()
+	l.Strict = true
+	l.Namespace = *a.ns
+	res := l.Run([]string{dir}, vals)
+	for _, m := range res.Messages {
+		fmt.Fprintln(out, m.Error())
+	}
+	if len(res.Errors) > 0 {
+		return fmt.Errorf("lint %s: %w", dir, errors.Join(res.Errors...))
+	}
+	return nil
 }
 
 // ruleInfo is one rule of the file, as printed by `rules`.
