@@ -40,8 +40,9 @@ build-linux:
 			-ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux-$(GOARCH)/$$c ./cmd/$$c; \
 	done
 
-# etcd, kube-apiserver and kube-scheduler for the tests, cached
-# outside the clone and linked into bin/.
+# etcd, kube-apiserver, kube-scheduler, the agent-sandbox controller and
+# vk-chartcheck (Helm and Prometheus, for the chart tests) for the tests,
+# cached outside the clone and linked into bin/.
 tools:
 	bash scripts/build-tools.sh
 
