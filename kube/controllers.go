@@ -29,6 +29,9 @@ const informerResync = 10 * time.Minute
 // (TestShippedClusterRoleIsEnough runs with a ClusterRole that grants none
 // of the three).
 //
+// The Pod informer the pod controller watches through drops the echo of
+// the provider's own claim write (echoFilteredPods).
+//
 // The API traffic that remains: the Pod informer (this node's Pods only,
 // by field selector), the Node (registered, then its status patched), the
 // node Lease, and the Pod status updates, deletes and Events.
@@ -59,7 +62,7 @@ func newControllers(c controllerConfig) (*controllers, error) {
 		PodClient:                 c.client.CoreV1(),
 		EventRecorder:             c.recorder,
 		Provider:                  c.provider,
-		PodInformer:               pods.Core().V1().Pods(),
+		PodInformer:               echoFilteredPods{pods.Core().V1().Pods()},
 		SecretInformer:            unused.Secrets(),
 		ConfigMapInformer:         unused.ConfigMaps(),
 		ServiceInformer:           unused.Services(),

@@ -1,0 +1,59 @@
+package kube
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+func echoTestPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", ResourceVersion: "1",
+			Labels:      map[string]string{"app": "x"},
+			Annotations: map[string]string{AnnTemplate: "default"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img:1"}}},
+	}
+}
+
+// Only the echo of the provider's own claim write is dropped; every change
+// virtual-kubelet acts on, and a resync, still reaches it.
+func TestOnlyTheEchoOfTheProvidersOwnWriteIsDropped(t *testing.T) {
+	claimed := func(p *corev1.Pod) {
+		p.ResourceVersion = "2"
+		p.Annotations[AnnClaimID] = "sb_1"
+		p.Annotations[AnnDeadline] = "2026-12-05T00:00:00Z"
+		p.Status.Phase = corev1.PodRunning
+	}
+	now := metav1.Now()
+	cases := []struct {
+		name    string
+		change  func(p *corev1.Pod)
+		dropped bool
+	}{
+		{"claim written back", claimed, true},
+		{"lease renewed", func(p *corev1.Pod) { claimed(p); p.Annotations[AnnDeadline] = "2026-12-06T00:00:00Z" }, true},
+		{"resync, nothing changed", func(p *corev1.Pod) {}, false},
+		{"status only, by anyone", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, false},
+		{"another annotation too", func(p *corev1.Pod) { claimed(p); p.Annotations["x"] = "y" }, false},
+		{"a label too", func(p *corev1.Pod) { claimed(p); p.Labels["app"] = "z" }, false},
+		{"deleted too", func(p *corev1.Pod) { claimed(p); p.DeletionTimestamp = &now }, false},
+		{"image too", func(p *corev1.Pod) { claimed(p); p.Spec.Containers[0].Image = "img:2" }, false},
+		{"toleration too", func(p *corev1.Pod) { claimed(p); p.Spec.Tolerations = []corev1.Toleration{{Key: "k"}} }, false},
+		{"another generation", func(p *corev1.Pod) { claimed(p); p.UID = "u2" }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			old := echoTestPod()
+			nw := old.DeepCopy()
+			c.change(nw)
+			var got int
+			h := echoFilter{cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { got++ }}}
+			h.OnUpdate(old, nw)
+			if dropped := got == 0; dropped != c.dropped {
+				t.Fatalf("dropped=%v, want %v", dropped, c.dropped)
+			}
+		})
+	}
+}
