@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
-	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
@@ -56,20 +55,6 @@ func TestShutdownFinishesInFlightAndNeverReleases(t *testing.T) {
 	if got := r.env.count("release"); got != 0 {
 		t.Errorf("release requests = %d, want 0: shutdown never releases", got)
 	}
-}
-
-// gatedSandboxd holds every Claim until the test opens the gate, and then
-// answers a capacity miss: a transaction that is in flight on demand.
-type gatedSandboxd struct {
-	pipeline.Sandboxd
-	entered chan struct{}
-	gate    chan struct{}
-}
-
-func (g *gatedSandboxd) Claim(ctx context.Context, _ pool.ClaimRequest) (pool.ClaimResponse, error) {
-	g.entered <- struct{}{}
-	<-g.gate
-	return pool.ClaimResponse{}, &pool.HTTPError{Verb: pool.VerbClaim, Status: 429, Message: "node at max_claims"}
 }
 
 // A Pod deleted while its transaction is retrying is never claimed for

@@ -61,22 +61,6 @@ func TestResetMidResponseIsARetryableTransportError(t *testing.T) {
 	}
 }
 
-// stub serves one fixed answer for every request.
-func stub(t *testing.T, status int, body string) *pool.Client {
-	t.Helper()
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
-	}))
-	t.Cleanup(ts.Close)
-	c, err := pool.NewClient(pool.ClientOptions{BaseURL: ts.URL, Token: nodeToken, Retry: pool.RetryPolicy{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.CloseIdleConnections)
-	return c
-}
-
 func TestBodyOverTheLimitIsBadResponse(t *testing.T) {
 	c := stub(t, 200, `{"pools":[],"x":"`+strings.Repeat("a", 2<<20)+`"}`)
 	_, err := c.Info(ctx(t))

@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -154,4 +155,20 @@ func (s *statuses) list() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]int(nil), s.got...)
+}
+
+// stub serves one fixed answer for every request.
+func stub(t *testing.T, status int, body string) *pool.Client {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(ts.Close)
+	c, err := pool.NewClient(pool.ClientOptions{BaseURL: ts.URL, Token: nodeToken, Retry: pool.RetryPolicy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
 }

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/store"
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
@@ -135,45 +132,6 @@ func TestConformanceRedirectModeNodeClaimsLocally(t *testing.T) {
 	}
 }
 
-// breakStoredToken stops the node, replaces the stored release token of
-// key with a wrong one (as a restored backup or a rotated sandbox might),
-// and starts the node again.
-func (n *vkNode) breakStoredToken(key string) {
-	n.t.Helper()
-	n.stop()
-	st, err := store.Open(n.state, store.Options{})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	c, ok := st.Get(key)
-	if !ok {
-		n.t.Fatalf("no row for %s", key)
-	}
-	c.Token = "wrong-sandbox-token-00000000"
-	if err := st.Put(context.Background(), key, c); err != nil {
-		n.t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		n.t.Fatal(err)
-	}
-	n.start()
-	n.waitReady()
-	// The restarted provider has the Pod back (its restored stub replaced
-	// by the Pod's first sync), so a delete from here on is an ordinary one.
-	testkit.WaitForCtx(n.t, waitFor, "the Pod "+key+" synced after the restart", func(context.Context) (bool, error) {
-		return containsLine(n.vk.Log(), `"msg":"CreatePod"`, key), nil
-	})
-}
-
-func (n *vkNode) holds(id string) bool {
-	for _, s := range n.live() {
-		if s.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
 // sandboxd answers a release with a wrong token 404, like an unknown id.
 // With the root token vk-sandbox confirms the VM is still there and
 // releases it by id; the row goes only then.
@@ -222,27 +180,6 @@ func TestConformanceWrongStoredTokenTenantKeepsAndRetries(t *testing.T) {
 	if !n.holds(id) || !rowLive(n, ns+"/w") {
 		t.Fatal("an unconfirmed release dropped the VM or its row")
 	}
-}
-
-// rowLive reports whether the state file holds a live row for key. The
-// running node holds the file's lock, so a copy of the file is opened.
-func rowLive(n *vkNode, key string) bool {
-	n.t.Helper()
-	b, err := os.ReadFile(n.state)
-	if err != nil {
-		n.t.Fatalf("read %s: %v", n.state, err)
-	}
-	cp := filepath.Join(n.t.TempDir(), "claims.json")
-	if err := os.WriteFile(cp, b, 0o600); err != nil {
-		n.t.Fatal(err)
-	}
-	st, err := store.Open(cp, store.Options{UnsafeNoFsync: true})
-	if err != nil {
-		n.t.Fatalf("open a copy of %s: %v", n.state, err)
-	}
-	defer st.Close()
-	_, ok := st.Get(key)
-	return ok
 }
 
 // A Pod that asks for two days on a node that grants at most 3s (24 h on a

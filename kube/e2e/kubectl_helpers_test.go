@@ -3,11 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
@@ -264,4 +268,59 @@ func (n *vkNode) kubeletGet(t *testing.T, path string, cert *tls.Certificate) (i
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// halfCloser is a connection that can end its sending side alone.
+type halfCloser interface {
+	io.ReadWriter
+	CloseWrite() error
+}
+
+// echoRoundTrip sends payload, half-closes, reads the echo to EOF and
+// checks it byte for byte (by SHA-256). It returns the throughput in MiB/s
+// of the payload carried each way.
+func echoRoundTrip(t *testing.T, c halfCloser, payload []byte) float64 {
+	t.Helper()
+	want := sha256.Sum256(payload)
+	start := time.Now()
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(payload)
+		if err == nil {
+			err = c.CloseWrite()
+		}
+		werr <- err
+	}()
+	h := sha256.New()
+	n, err := io.Copy(h, c)
+	elapsed := time.Since(start)
+	if err != nil || n != int64(len(payload)) || [32]byte(h.Sum(nil)) != want {
+		t.Fatalf("echo of %d bytes: got %d, checksum intact %v, err %v", len(payload), n, [32]byte(h.Sum(nil)) == want, err)
+	}
+	if err := <-werr; err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	return float64(len(payload)) / (1 << 20) / elapsed.Seconds()
+}
+
+func (k *kubectlNode) summary(t *testing.T) *statsv1alpha1.Summary {
+	t.Helper()
+	raw, err := env.Clientset().CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", k.Name, "proxy", "stats", "summary").DoRaw(t.Context())
+	if err != nil {
+		t.Fatalf("stats summary through the node proxy: %v", err)
+	}
+	var sum statsv1alpha1.Summary
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		t.Fatalf("summary %s: %v", raw, err)
+	}
+	return &sum
+}
+
+func podStats(t *testing.T, sum *statsv1alpha1.Summary, ns, name string) statsv1alpha1.PodStats {
+	t.Helper()
+	i := slices.IndexFunc(sum.Pods, func(p statsv1alpha1.PodStats) bool { return p.PodRef.Namespace == ns && p.PodRef.Name == name })
+	if i < 0 {
+		t.Fatalf("pod %s/%s not in the summary: %+v", ns, name, sum.Pods)
+	}
+	return sum.Pods[i]
 }

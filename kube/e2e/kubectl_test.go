@@ -4,11 +4,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +19,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	clientexec "k8s.io/client-go/util/exec"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
@@ -114,39 +111,6 @@ func TestKubectlPortForwardCarries64MiBBothWays(t *testing.T) {
 	}
 }
 
-// halfCloser is a connection that can end its sending side alone.
-type halfCloser interface {
-	io.ReadWriter
-	CloseWrite() error
-}
-
-// echoRoundTrip sends payload, half-closes, reads the echo to EOF and
-// checks it byte for byte (by SHA-256). It returns the throughput in MiB/s
-// of the payload carried each way.
-func echoRoundTrip(t *testing.T, c halfCloser, payload []byte) float64 {
-	t.Helper()
-	want := sha256.Sum256(payload)
-	start := time.Now()
-	werr := make(chan error, 1)
-	go func() {
-		_, err := c.Write(payload)
-		if err == nil {
-			err = c.CloseWrite()
-		}
-		werr <- err
-	}()
-	h := sha256.New()
-	n, err := io.Copy(h, c)
-	elapsed := time.Since(start)
-	if err != nil || n != int64(len(payload)) || [32]byte(h.Sum(nil)) != want {
-		t.Fatalf("echo of %d bytes: got %d, checksum intact %v, err %v", len(payload), n, [32]byte(h.Sum(nil)) == want, err)
-	}
-	if err := <-werr; err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	return float64(len(payload)) / (1 << 20) / elapsed.Seconds()
-}
-
 // A port nothing listens on in the guest reaches kubectl as a sentence on
 // the forwarded connection's error stream, without the sandbox token.
 func TestKubectlPortForwardNothingListens(t *testing.T) {
@@ -194,28 +158,6 @@ func TestKubectlStatsSummaryThroughTheNodeProxy(t *testing.T) {
 	if box := podStats(t, k.summary(t), k.ns, "box"); box.Memory != nil {
 		t.Errorf("hibernated VM reported memory %+v: sandboxd did not measure it", box.Memory)
 	}
-}
-
-func (k *kubectlNode) summary(t *testing.T) *statsv1alpha1.Summary {
-	t.Helper()
-	raw, err := env.Clientset().CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", k.Name, "proxy", "stats", "summary").DoRaw(t.Context())
-	if err != nil {
-		t.Fatalf("stats summary through the node proxy: %v", err)
-	}
-	var sum statsv1alpha1.Summary
-	if err := json.Unmarshal(raw, &sum); err != nil {
-		t.Fatalf("summary %s: %v", raw, err)
-	}
-	return &sum
-}
-
-func podStats(t *testing.T, sum *statsv1alpha1.Summary, ns, name string) statsv1alpha1.PodStats {
-	t.Helper()
-	i := slices.IndexFunc(sum.Pods, func(p statsv1alpha1.PodStats) bool { return p.PodRef.Namespace == ns && p.PodRef.Name == name })
-	if i < 0 {
-		t.Fatalf("pod %s/%s not in the summary: %+v", ns, name, sum.Pods)
-	}
-	return sum.Pods[i]
 }
 
 // kubectl logs says where the output lives instead of an empty log.
