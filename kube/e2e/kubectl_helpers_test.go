@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"slices"
@@ -323,4 +326,17 @@ func podStats(t *testing.T, sum *statsv1alpha1.Summary, ns, name string) statsv1
 		t.Fatalf("pod %s/%s not in the summary: %+v", ns, name, sum.Pods)
 	}
 	return sum.Pods[i]
+}
+
+var execTrue = pool.ExecRequest{Argv: []string{"true"}}
+
+// selfSignedClient is a client certificate with the apiserver's CN that no
+// CA the node trusts signed.
+func selfSignedClient(t *testing.T, cn string) tls.Certificate {
+	t.Helper()
+	return testkit.Cert(t, &x509.Certificate{
+		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, nil, nil)
 }

@@ -1,16 +1,10 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"slices"
 	"strings"
@@ -19,8 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	clientexec "k8s.io/client-go/util/exec"
-
-	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
 // kubectl exec through the apiserver, over both of kubectl's transports:
@@ -212,26 +204,4 @@ func TestKubectlExecLatencyMeasured(t *testing.T) {
 			via, n, through.Round(10*time.Microsecond), direct.Round(10*time.Microsecond),
 			float64(through)/float64(direct), (through - direct).Round(10*time.Microsecond))
 	}
-}
-
-var execTrue = pool.ExecRequest{Argv: []string{"true"}}
-
-// selfSignedClient is a client certificate with the apiserver's CN that no
-// CA the node trusts signed.
-func selfSignedClient(t *testing.T, cn string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
