@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,33 +157,17 @@ func (b *bench) cleanup(ns string) {
 	}
 }
 
+// sampleQueueDepth scrapes vk-sandbox every 250 ms until ctx ends and sums
+// its shards' vksandbox_queue_depth; the returned func waits for the end
+// and gives the peak.
 func sampleQueueDepth(ctx context.Context, v *vkNode) func() float64 {
-	done := make(chan float64, 1)
-	go func() {
-		peak := 0.0
-		defer func() { done <- peak }()
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			body, err := v.scrape()
-			if err != nil {
-				continue
-			}
-			sum := 0.0
-			for line := range strings.SplitSeq(body, "\n") {
-				if strings.HasPrefix(line, "vksandbox_queue_depth") {
-					f := strings.Fields(line)
-					x, _ := strconv.ParseFloat(f[len(f)-1], 64)
-					sum += x
-				}
-			}
-			peak = max(peak, sum)
+	depths := podload.Every(ctx, 250*time.Millisecond, func() float64 {
+		body, err := v.scrape()
+		if err != nil {
+			return 0
 		}
-	}()
-	return func() float64 { return <-done }
+		all := func(map[string]string) string { return "all" }
+		return podload.Sum(podload.ParseMetrics(body), "vksandbox_queue_depth", all)["all"]
+	})
+	return func() float64 { return slices.Max(append(depths(), 0)) }
 }
