@@ -22,17 +22,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cocoonstack/vk-sandbox/bench/podload"
 	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 )
 
@@ -87,21 +86,10 @@ func parseOptions() (*options, error) {
 
 func main() {
 	o, err := parseOptions()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "burst:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "burst:", err)
-		os.Exit(1)
-	}
+	podload.Main("burst", err, func(ctx context.Context) error { return run(ctx, o) })
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
-}
+var logf = podload.Logf
 
 type report struct {
 	Started      time.Time   `json:"started"`

@@ -22,14 +22,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
-	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -70,21 +68,14 @@ func parseOptions() *options {
 
 func main() {
 	o := parseOptions()
+	var err error
 	if o.nodes <= 0 || o.pods <= 0 {
-		fmt.Fprintln(os.Stderr, "fleet: -nodes and -pods must be positive")
-		os.Exit(2)
+		err = errors.New("-nodes and -pods must be positive")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "fleet:", err)
-		os.Exit(1)
-	}
+	podload.Main("fleet", err, func(ctx context.Context) error { return run(ctx, o) })
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
-}
+var logf = podload.Logf
 
 // fleet is one run's shared state.
 type fleet struct {
