@@ -19,6 +19,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -191,7 +192,8 @@ func toTyped(t *testing.T, o *unstructured.Unstructured, into any) {
 // every object with server-side apply (the ServiceMonitor and
 // PrometheusRule kinds come from testdata/monitoring-crds). Each rendering
 // must carry the hardening of docs/install.md, grant exactly the rules of
-// manifests/rbac.yaml, and name the objects it is given.
+// manifests/rbac.yaml, and name the objects it is given; the
+// ServiceMonitor's own identity may GET /metrics and nothing more.
 func TestHelmChartAppliesToAPIServer(t *testing.T) {
 	bin := chartcheck(t)
 	if err := env.InstallCRDs(context.Background(), monitoringCRDs); err != nil {
@@ -212,7 +214,7 @@ func TestHelmChartAppliesToAPIServer(t *testing.T) {
 		},
 		{
 			name: "all-options", release: "vk-sandbox-all", args: []string{"-f", chartAllValues},
-			wantKinds:  []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DaemonSet", "PrometheusRule", "Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor"},
+			wantKinds:  []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DaemonSet", "PrometheusRule", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceMonitor"},
 			containers: []string{"vk-sandbox", "kube-rbac-proxy"},
 			secret:     "sandboxd-root-token", sa: "vk-sandbox-node",
 		},
@@ -250,7 +252,10 @@ func TestHelmChartAppliesToAPIServer(t *testing.T) {
 			if secret != c.secret {
 				t.Errorf("the token Secret is %q, want %q", secret, c.secret)
 			}
-			checkChartRBAC(t, objs, ns, c.sa)
+			checkChartRBAC(t, objs, ns, ds.Name, c.sa)
+			if len(find(t, objs, "ServiceMonitor")) > 0 {
+				checkMetricsReader(t, ns, ds.Name+"-metrics-reader")
+			}
 		})
 	}
 
@@ -275,10 +280,12 @@ func TestHelmChartLints(t *testing.T) {
 	}
 }
 
-// checkChartRBAC: the chart's ClusterRole and Role grant what
-// manifests/rbac.yaml grants (TestShippedClusterRoleIsEnough runs the
-// provider with those), bound to the chart's ServiceAccount.
-func checkChartRBAC(t *testing.T, objs []*unstructured.Unstructured, ns, sa string) {
+// checkChartRBAC: the chart's ClusterRole and Role (named after the
+// release's full name) grant what manifests/rbac.yaml grants
+// (TestShippedClusterRoleIsEnough runs the provider with those), bound to
+// the chart's ServiceAccount. Any other ClusterRole may grant GET /metrics
+// and nothing else.
+func checkChartRBAC(t *testing.T, objs []*unstructured.Unstructured, ns, fullname, sa string) {
 	t.Helper()
 	b, err := os.ReadFile(shippedRBAC)
 	if err != nil {
@@ -288,18 +295,56 @@ func checkChartRBAC(t *testing.T, objs []*unstructured.Unstructured, ns, sa stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"ClusterRole", "Role"} {
+	named := func(kind, name string) *unstructured.Unstructured {
+		for _, o := range find(t, objs, kind) {
+			if o.GetName() == name {
+				return o
+			}
+		}
+		t.Fatalf("the chart renders no %s %s", kind, name)
+		return nil
+	}
+	for kind, name := range map[string]string{"ClusterRole": fullname, "Role": fullname + "-node-lease"} {
 		want := find(t, shipped, kind)[0].Object["rules"]
-		got := find(t, objs, kind)
-		if len(got) != 1 || !reflect.DeepEqual(got[0].Object["rules"], want) {
+		if got := named(kind, name).Object["rules"]; !reflect.DeepEqual(got, want) {
 			t.Errorf("the chart's %s rules differ from %s's", kind, shippedRBAC)
 		}
 	}
-	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
-		subjects, _, _ := unstructured.NestedSlice(find(t, objs, kind)[0].Object, "subjects")
+	for kind, name := range map[string]string{"ClusterRoleBinding": fullname, "RoleBinding": fullname + "-node-lease"} {
+		subjects, _, _ := unstructured.NestedSlice(named(kind, name).Object, "subjects")
 		want := []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": ns}}
 		if !reflect.DeepEqual(subjects, want) {
 			t.Errorf("%s subjects %v, want %v", kind, subjects, want)
+		}
+	}
+	metricsOnly := []any{map[string]any{"nonResourceURLs": []any{"/metrics"}, "verbs": []any{"get"}}}
+	for _, o := range find(t, objs, "ClusterRole") {
+		if o.GetName() != fullname && !reflect.DeepEqual(o.Object["rules"], metricsOnly) {
+			t.Errorf("ClusterRole %s grants %v, want GET /metrics only", o.GetName(), o.Object["rules"])
+		}
+	}
+}
+
+// checkMetricsReader asks the apiserver, as kube-rbac-proxy does, whether
+// the ServiceMonitor's identity may GET /metrics (yes, and another
+// ServiceAccount may not) and a path beyond it (no).
+func checkMetricsReader(t *testing.T, ns, sa string) {
+	t.Helper()
+	cs, _ := clients(t)
+	for _, c := range []struct {
+		sa, path string
+		want     bool
+	}{{sa, "/metrics", true}, {sa, "/debug/pprof/", false}, {"someone-else", "/metrics", false}} {
+		user := "system:serviceaccount:" + ns + ":" + c.sa
+		r, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			NonResourceAttributes: &authzv1.NonResourceAttributes{Path: c.path, Verb: "get"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed != c.want {
+			t.Errorf("%s GET %s allowed=%v, want %v (%s)", user, c.path, r.Status.Allowed, c.want, r.Status.Reason)
 		}
 	}
 }
