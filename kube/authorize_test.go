@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -88,8 +87,6 @@ func TestDeleteAuthorizationTable(t *testing.T) {
 	check("any other error", &Authorizer{Dynamic: failing}, ownedPod("u1"), false, ReasonOwnerGetError)
 	check("no dynamic client", &Authorizer{}, ownedPod("u1"), false, ReasonNoDynamic)
 }
-
-func typesUID(s string) types.UID { return types.UID(s) }
 
 // The recorded owner is asked, never a Pod's ownerReference: a row records
 // "apiVersion/kind/name" and the owner's UID, and the same table applies.

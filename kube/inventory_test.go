@@ -1,9 +1,7 @@
 package kube
 
 import (
-	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -75,16 +73,6 @@ func TestInventoryIsSpecLessAndListsOnlyThisNodesVMs(t *testing.T) {
 		t.Error("without the pool view (tenant token) the object still carries pools")
 	}
 }
-
-type fakeInventorySource struct{ rows []pool.Sandbox }
-
-func (f *fakeInventorySource) List(context.Context, pool.ListOptions) ([]pool.Sandbox, error) {
-	return slices.Clone(f.rows), nil
-}
-func (f *fakeInventorySource) Info(context.Context) (pool.Info, error) {
-	return pool.Info{Pools: []pool.PoolInfo{{Key: pool.Key{Template: "b"}, Warm: 1}, {Key: pool.Key{Template: "a"}, Warm: 2}}}, nil
-}
-func (f *fakeInventorySource) Tenant() bool { return false }
 
 // An idle node does not re-apply an unchanged inventory every tick: it
 // applies when the object changed (in any order sandboxd lists it), or

@@ -13,8 +13,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
@@ -119,4 +122,65 @@ func flatten(text string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+func grepLines(body, sub string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func benchClaimSpans(b *testing.B, tr trace.Tracer, reset func()) {
+	ctx := context.Background()
+	children := [...]string{"queue_wait", "sandboxd.claim", "store.commit"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		rctx, root := tr.Start(ctx, "claim")
+		root.SetAttributes(claimAttrs(i)...)
+		for _, name := range children {
+			_, c := tr.Start(rctx, name)
+			c.SetAttributes(claimAttrs(i)...)
+			c.End()
+		}
+		root.End()
+		if i++; reset != nil && i%1024 == 0 {
+			reset()
+		}
+	}
+}
+
+// claimAttrs builds the attributes per call, as real code does, from
+// values that already exist (no string formatting is being measured).
+func claimAttrs(i int) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attribute.String("k8s.namespace.name", "team-a"),
+		attribute.String("k8s.pod.name", "sandbox-7f3c"),
+		attribute.String("k8s.pod.uid", "0b6c2f4e-1d2a-4c9b-8f1e-2a3b4c5d6e7f"),
+		attribute.Int("vksandbox.shard", i&7),
+		attribute.Bool("vksandbox.adopted", false),
+	}
+}
+
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+
+func (discardExporter) Shutdown(context.Context) error { return nil }
+
+func assertResource(t *testing.T, res *resource.Resource, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, kv := range res.Attributes() {
+		got[string(kv.Key)] = kv.Value.Emit()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("resource %s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
 }

@@ -110,16 +110,6 @@ func TestHistogramExemplarCarriesSampledTraceID(t *testing.T) {
 	}
 }
 
-func grepLines(body, sub string) string {
-	var out []string
-	for _, l := range strings.Split(body, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 func TestNilAndNopMetricsAreSafe(t *testing.T) {
 	var nilMetrics *Metrics
 	for _, m := range []*Metrics{nilMetrics, NewNopMetrics()} {

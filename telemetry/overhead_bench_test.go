@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -50,43 +48,6 @@ func BenchmarkSpanOverhead(b *testing.B) {
 		benchClaimSpans(b, tp.Tracer(TracerName), nil)
 	})
 }
-
-func benchClaimSpans(b *testing.B, tr trace.Tracer, reset func()) {
-	ctx := context.Background()
-	children := [...]string{"queue_wait", "sandboxd.claim", "store.commit"}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		rctx, root := tr.Start(ctx, "claim")
-		root.SetAttributes(claimAttrs(i)...)
-		for _, name := range children {
-			_, c := tr.Start(rctx, name)
-			c.SetAttributes(claimAttrs(i)...)
-			c.End()
-		}
-		root.End()
-		if i++; reset != nil && i%1024 == 0 {
-			reset()
-		}
-	}
-}
-
-// claimAttrs builds the attributes per call, as real code does, from
-// values that already exist (no string formatting is being measured).
-func claimAttrs(i int) []attribute.KeyValue {
-	return []attribute.KeyValue{
-		attribute.String("k8s.namespace.name", "team-a"),
-		attribute.String("k8s.pod.name", "sandbox-7f3c"),
-		attribute.String("k8s.pod.uid", "0b6c2f4e-1d2a-4c9b-8f1e-2a3b4c5d6e7f"),
-		attribute.Int("vksandbox.shard", i&7),
-		attribute.Bool("vksandbox.adopted", false),
-	}
-}
-
-type discardExporter struct{}
-
-func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkClaimMetrics is the metrics cost of one claim: its latency, one
 // sandboxd call and one decision. "sampled" adds exemplar capture.

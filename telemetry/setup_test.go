@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
 )
 
 func TestSetupWithoutEndpointExportsNothingButSpansHaveIDs(t *testing.T) {
@@ -107,19 +106,6 @@ func TestResourceNamesNodeAndLetsEnvWin(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertResource(t, res, map[string]string{"service.name": "vk-sandbox"})
-}
-
-func assertResource(t *testing.T, res *resource.Resource, want map[string]string) {
-	t.Helper()
-	got := map[string]string{}
-	for _, kv := range res.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("resource %s = %q, want %q (all: %v)", k, got[k], v, got)
-		}
-	}
 }
 
 // The batch processor holds spans for up to 5s; Shutdown must push them out

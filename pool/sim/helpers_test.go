@@ -1,13 +1,17 @@
 package sim_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,4 +191,59 @@ func errorBody(t *testing.T, what string, body []byte) {
 	if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
 		t.Errorf("%s: error body %q is not {\"error\": ...}", what, body)
 	}
+}
+
+func hibernated(n *node, id string) bool {
+	for _, sb := range n.sim.Sandboxes() {
+		if sb.ID == id {
+			return sb.Hibernated
+		}
+	}
+	n.t.Fatalf("sandbox %s is gone", id)
+	return false
+}
+
+// upgrade dials the emulator and asks for the relay with raw HTTP. It
+// returns the answer and, after a 101, the connection and its reader.
+func (n *node) upgrade(id, token, port string, hdr map[string]string) (*http.Response, *net.TCPConn, *bufio.Reader) {
+	n.t.Helper()
+	c, err := net.Dial("tcp", n.ts.Listener.Addr().String())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { c.Close() })
+	var b strings.Builder
+	fmt.Fprintf(&b, "GET /v1/sandboxes/%s/ports/%s HTTP/1.1\r\nHost: sim\r\n", id, port)
+	if token != "" {
+		fmt.Fprintf(&b, "Authorization: Bearer %s\r\n", token)
+	}
+	for k, v := range hdr {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+	}
+	b.WriteString("\r\n")
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		n.t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		n.t.Fatalf("relay answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return resp, c.(*net.TCPConn), br
+}
+
+var tcpUpgrade = map[string]string{"Upgrade": "tcp", "Connection": "Upgrade"}
+
+func renew(t *testing.T, n *node, id, token string, body any) (int, pool.RenewResponse, []byte) {
+	t.Helper()
+	status, data := n.do("POST", "/v1/sandboxes/"+id+"/renew", token, body)
+	var r pool.RenewResponse
+	if status == 200 && (json.Unmarshal(data, &r) != nil || r.Deadline.IsZero()) {
+		t.Fatalf("renew %s: 200 with body %s", id, data)
+	}
+	return status, r, data
 }

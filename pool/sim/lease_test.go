@@ -58,16 +58,6 @@ func TestShortMaxTTLIsTheGrantAndTheReaperHonoursIt(t *testing.T) {
 	testkit.WaitFor(t, 5*time.Second, "the capped leases to end", func() bool { return len(n.sim.Sandboxes()) == 0 })
 }
 
-func renew(t *testing.T, n *node, id, token string, body any) (int, pool.RenewResponse, []byte) {
-	t.Helper()
-	status, data := n.do("POST", "/v1/sandboxes/"+id+"/renew", token, body)
-	var r pool.RenewResponse
-	if status == 200 && (json.Unmarshal(data, &r) != nil || r.Deadline.IsZero()) {
-		t.Fatalf("renew %s: 200 with body %s", id, data)
-	}
-	return status, r, data
-}
-
 // Renew resets the lease to N seconds from now (shorter or longer than
 // before), defaults and caps like a claim, and the row and reaper follow.
 func TestRenewResetsTheLease(t *testing.T) {

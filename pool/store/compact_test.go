@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -78,32 +76,6 @@ func TestStaleCompactionTempFilesAreRemovedAtOpen(t *testing.T) {
 			t.Fatalf("%s: a file the store does not own was removed: %v", base, err)
 		}
 	}
-}
-
-// heldCompactor blocks the compactor at its "rewrite" failpoint until
-// release is closed, and fails the next commit's write once failWrite is set.
-type heldCompactor struct {
-	entered   chan struct{} // closed when the compactor reaches the failpoint
-	release   chan struct{}
-	once      sync.Once
-	failWrite atomic.Bool
-}
-
-func newHeldCompactor() *heldCompactor {
-	return &heldCompactor{entered: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (h *heldCompactor) failpoint(point string) error {
-	switch point {
-	case "rewrite":
-		h.once.Do(func() { close(h.entered) })
-		<-h.release
-	case "write":
-		if h.failWrite.CompareAndSwap(true, false) {
-			return errInjected
-		}
-	}
-	return nil
 }
 
 func TestCommitsGoOnWhileACompactionRunsAndSurviveTheSwitch(t *testing.T) {
