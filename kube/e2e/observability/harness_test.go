@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 const (
@@ -28,17 +27,11 @@ const (
 	simService = "sandboxd-sim"
 )
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds or the deadline passes
+// (testkit.WaitForCtx).
 func eventually(t *testing.T, what string, cond func(ctx context.Context) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), deadline)
-	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	testkit.WaitForCtx(t, deadline, what, func(ctx context.Context) (bool, error) { return cond(ctx), nil })
 }
 
 // startSim serves the emulator over real HTTP with its server spans
