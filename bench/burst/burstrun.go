@@ -166,8 +166,12 @@ func sampleQueueDepth(ctx context.Context, v *vkNode) func() float64 {
 		if err != nil {
 			return 0
 		}
+		samples, err := podload.ParseMetrics(body)
+		if err != nil {
+			return 0
+		}
 		all := func(map[string]string) string { return "all" }
-		return podload.Sum(podload.ParseMetrics(body), "vksandbox_queue_depth", all)["all"]
+		return podload.Sum(samples, "vksandbox_queue_depth", all)["all"]
 	})
 	return func() float64 { return slices.Max(append(depths(), 0)) }
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
@@ -29,6 +30,7 @@ type vkNode struct {
 	srv      *httptest.Server
 	vk       *kubetest.VKSandbox
 	metrics  string // host:port, or "" when not exposed
+	id       pipeline.Identity
 	stopOnce sync.Once
 	exitErr  error
 }
@@ -52,7 +54,7 @@ func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode,
 	if err != nil {
 		return nil, err
 	}
-	v := &vkNode{sim: s, srv: httptest.NewServer(s.Handler())}
+	v := &vkNode{sim: s, srv: httptest.NewServer(s.Handler()), id: pipeline.Identity{Node: o.name}}
 	fail := func(err error) (*vkNode, error) { v.stop(); return nil, err }
 	vo := kubetest.VKSandboxOptions{
 		Bin: o.bin, Dir: o.dir, Node: o.name, Kubeconfig: o.kubeconfig,
@@ -91,12 +93,13 @@ func (v *vkNode) stop() error {
 	return v.exitErr
 }
 
-// claimTimes maps claim_ref (namespace/name) to the emulator's claimed_at.
+// claimTimes maps the Pod key (namespace/name) of each VM this node
+// claimed to the emulator's claimed_at.
 func (v *vkNode) claimTimes() map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, sb := range v.sim.Sandboxes() {
-		if sb.ClaimedAt != nil {
-			out[sb.ClaimRef] = *sb.ClaimedAt
+		if key, ok := v.id.Owns(sb); ok && sb.ClaimedAt != nil {
+			out[key] = *sb.ClaimedAt
 		}
 	}
 	return out

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -24,50 +26,58 @@ func Scrape(ctx context.Context, cs kubernetes.Interface) ([]Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseMetrics(string(body)), nil
+	return ParseMetrics(string(body))
 }
 
-// ParseMetrics parses the Prometheus text format; comments and lines it
-// cannot read are skipped. Label values must not contain `,` or `}`, as
-// is the case for the apiserver's.
-func ParseMetrics(body string) []Sample {
-	var out []Sample
-	for line := range strings.SplitSeq(body, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s := Sample{Labels: map[string]string{}}
-		rest := line
-		if open := strings.IndexByte(line, '{'); open >= 0 {
-			end := strings.LastIndexByte(line, '}')
-			if end < open {
-				continue
-			}
-			s.Name, rest = line[:open], line[end+1:]
-			for kv := range strings.SplitSeq(line[open+1:end], ",") {
-				if k, v, ok := strings.Cut(kv, "="); ok {
-					s.Labels[k] = strings.Trim(v, `"`)
-				}
-			}
-		} else {
-			name, v, ok := strings.Cut(line, " ")
-			if !ok {
-				continue
-			}
-			s.Name, rest = name, v
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		s.Value = v
-		out = append(out, s)
+// ParseMetrics parses the Prometheus text format with expfmt, flattening
+// each family into the lines an exposition shows: a counter, gauge or
+// untyped value as itself, a histogram as _bucket (with le), _sum and
+// _count, a summary as its quantiles, _sum and _count. A body that does
+// not parse is an error.
+func ParseMetrics(body string) ([]Sample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
-	return out
+	var out []Sample
+	for name, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			add := func(suffix string, v float64, extra ...string) {
+				l := make(map[string]string, len(m.GetLabel())+1)
+				for _, lp := range m.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				for i := 0; i+1 < len(extra); i += 2 {
+					l[extra[i]] = extra[i+1]
+				}
+				out = append(out, Sample{Name: name + suffix, Labels: l, Value: v})
+			}
+			switch {
+			case m.GetCounter() != nil:
+				add("", m.GetCounter().GetValue())
+			case m.GetGauge() != nil:
+				add("", m.GetGauge().GetValue())
+			case m.GetUntyped() != nil:
+				add("", m.GetUntyped().GetValue())
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				for _, b := range h.GetBucket() {
+					add("_bucket", float64(b.GetCumulativeCount()), "le", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64))
+				}
+				add("_sum", h.GetSampleSum())
+				add("_count", float64(h.GetSampleCount()))
+			case m.GetSummary() != nil:
+				sm := m.GetSummary()
+				for _, q := range sm.GetQuantile() {
+					add("", q.GetValue(), "quantile", strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64))
+				}
+				add("_sum", sm.GetSampleSum())
+				add("_count", float64(sm.GetSampleCount()))
+			}
+		}
+	}
+	return out, nil
 }
 
 // Sum adds up the samples of metric name by key(labels); samples whose key

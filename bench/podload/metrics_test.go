@@ -10,9 +10,11 @@ apiserver_request_total{code="200",resource="pods",subresource="",verb="LIST"} 2
 apiserver_request_total{code="201",resource="pods",verb="POST"} 3
 apiserver_longrunning_requests{resource="pods",verb="WATCH"} 4
 process_cpu_seconds_total 1.5
-broken_line{a="b" x
 `
-	s := ParseMetrics(body)
+	s, err := ParseMetrics(body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(s) != 5 {
 		t.Fatalf("parsed %d samples, want 5: %+v", len(s), s)
 	}
