@@ -39,6 +39,7 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 			bin: b.vkBin, kubeconfig: b.env.Kubeconfig, dir: dir, name: r.Node, n: n,
 			claimLatency: b.o.claimLatency, defaultLimiters: mode == modeDefault, metrics: b.o.metrics,
 			extraArgs: b.o.vkArgs,
+			env:       b.o.vkEnv,
 		})
 		if err != nil {
 			return failed(err)

@@ -48,11 +48,12 @@ type options struct {
 	perf         string
 	settle       time.Duration
 	vkArgs       []string
+	vkEnv        []string
 }
 
 func parseOptions() (*options, error) {
 	o := &options{}
-	var sizes, modes, vkArgs string
+	var sizes, modes, vkArgs, vkEnv string
 	flag.StringVar(&sizes, "n", "100,1000", "comma-separated burst sizes")
 	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeDefault}, ","), "comma-separated modes: bare, provider, provider-default-limiters")
 	flag.DurationVar(&o.claimLatency, "claim-latency", 500*time.Microsecond, "emulator claim latency (sim.Config.ClaimLatency)")
@@ -64,6 +65,7 @@ func parseOptions() (*options, error) {
 	flag.BoolVar(&o.metrics, "metrics", false, "expose vk-sandbox /metrics on a loopback port, sample its queue depth during each run and save the final scrape beside -out")
 	flag.StringVar(&o.perf, "perf", "", "directory: record perf call graphs (perf record -g) of vk-sandbox and kube-apiserver during each burst there (needs perf, root)")
 	flag.DurationVar(&o.settle, "settle", 0, "after each provider burst, wait this long before stopping vk-sandbox and count the Events again (are they late or lost?)")
+	flag.StringVar(&vkEnv, "vk-env", "", "extra environment of vk-sandbox only, space separated (e.g. \"GOGC=400\")")
 	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags, space separated (e.g. \"--kube-api-qps 1000 --kube-api-burst 2000\")")
 	flag.Parse()
 	for s := range strings.SplitSeq(sizes, ",") {
@@ -81,6 +83,7 @@ func parseOptions() (*options, error) {
 		o.modes = append(o.modes, m)
 	}
 	o.vkArgs = strings.Fields(vkArgs)
+	o.vkEnv = strings.Fields(vkEnv)
 	return o, nil
 }
 
@@ -98,6 +101,7 @@ type report struct {
 	ClaimLatency string      `json:"claim_latency"`
 	Workers      int         `json:"workers"`
 	VKArgs       []string    `json:"vk_args,omitempty"`
+	VKEnv        []string    `json:"vk_env,omitempty"`
 	Runs         []runResult `json:"runs"`
 }
 
@@ -196,7 +200,7 @@ func run(ctx context.Context, o *options) error {
 		}
 	}
 	rep := report{Started: time.Now(), GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
-		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs}
+		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs, VKEnv: o.vkEnv}
 	var rows [][]string
 	for _, n := range o.sizes {
 		for _, m := range o.modes {

@@ -41,6 +41,7 @@ type nodeOpts struct {
 	claimLatency               time.Duration
 	defaultLimiters, metrics   bool
 	extraArgs                  []string
+	env                        []string // added to vk-sandbox's environment
 }
 
 // startVK starts the emulator and vk-sandbox, and waits for the node to be
@@ -71,6 +72,7 @@ func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode,
 		vo.Args = append(vo.Args, "--default-rate-limiters")
 	}
 	vo.Args = append(vo.Args, o.extraArgs...)
+	vo.Env = o.env
 	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	if v.vk, err = kubetest.StartVKSandbox(rctx, cs, vo); err != nil {
