@@ -2,12 +2,14 @@ package kube
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // writtenBack are the annotations this provider writes on its own Pods, in
@@ -68,30 +70,57 @@ func (f echoFilter) OnUpdate(oldObj, newObj any) {
 // informer resync (nothing changed) and a delete all pass through.
 func onlyWrittenBackChanged(o, n *corev1.Pod) bool {
 	if o.UID != n.UID || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
-		!equalInt64Ptr(o.DeletionGracePeriodSeconds, n.DeletionGracePeriodSeconds) ||
+		!ptr.Equal(o.DeletionGracePeriodSeconds, n.DeletionGracePeriodSeconds) ||
 		!maps.Equal(o.Labels, n.Labels) {
 		return false
 	}
-	oa, na := maps.Clone(o.Annotations), maps.Clone(n.Annotations)
-	changed := false
-	for _, a := range writtenBack {
-		ov, ook := oa[a]
-		nv, nok := na[a]
-		changed = changed || ov != nv || ook != nok
-		delete(oa, a)
-		delete(na, a)
-	}
-	if !changed || !maps.Equal(oa, na) {
+	if !writtenBackChanged(o.Annotations, n.Annotations) || !otherAnnotationsEqual(o.Annotations, n.Annotations) {
 		return false
 	}
 	os, ns := &o.Spec, &n.Spec
 	return equality.Semantic.DeepEqual(os.Containers, ns.Containers) &&
 		equality.Semantic.DeepEqual(os.InitContainers, ns.InitContainers) &&
 		equality.Semantic.DeepEqual(os.EphemeralContainers, ns.EphemeralContainers) &&
-		equalInt64Ptr(os.ActiveDeadlineSeconds, ns.ActiveDeadlineSeconds) &&
+		ptr.Equal(os.ActiveDeadlineSeconds, ns.ActiveDeadlineSeconds) &&
 		equality.Semantic.DeepEqual(os.Tolerations, ns.Tolerations)
 }
 
-func equalInt64Ptr(a, b *int64) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+// writtenBackChanged reports whether any written-back annotation differs.
+func writtenBackChanged(o, n map[string]string) bool {
+	for _, a := range writtenBack {
+		ov, ook := o[a]
+		nv, nok := n[a]
+		if ov != nv || ook != nok {
+			return true
+		}
+	}
+	return false
+}
+
+// otherAnnotationsEqual compares the annotations other than the written-back
+// ones, without copying either map: this runs for every Pod update event.
+func otherAnnotationsEqual(o, n map[string]string) bool {
+	if others(o) != others(n) {
+		return false
+	}
+	for k, v := range o {
+		if slices.Contains(writtenBack, k) {
+			continue
+		}
+		if nv, ok := n[k]; !ok || nv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// others counts the annotations that are not written back.
+func others(m map[string]string) int {
+	c := len(m)
+	for _, a := range writtenBack {
+		if _, ok := m[a]; ok {
+			c--
+		}
+	}
+	return c
 }
