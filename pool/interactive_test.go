@@ -2,7 +2,6 @@ package pool_test
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
@@ -103,22 +102,7 @@ func TestDialPortRelaysBothWaysWithHalfClose(t *testing.T) {
 	defer conn.Close()
 	payload := make([]byte, 8<<20)
 	_, _ = rand.Read(payload)
-	sent := sha256.Sum256(payload)
-	werr := make(chan error, 1)
-	go func() {
-		_, err := conn.Write(payload)
-		if err == nil {
-			err = conn.CloseWrite()
-		}
-		werr <- err
-	}()
-	got, err := io.ReadAll(conn)
-	if err != nil || sha256.Sum256(got) != sent {
-		t.Fatalf("echo: %d of %d bytes, err %v", len(got), len(payload), err)
-	}
-	if err := <-werr; err != nil {
-		t.Fatalf("write: %v", err)
-	}
+	testkit.EchoRoundTrip(t, conn, payload)
 	if got := obs.list(); !slices.Equal(got, []int{101}) {
 		t.Errorf("observed %v, want one 101", got)
 	}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -271,39 +270,6 @@ func (n *vkNode) kubeletGet(t *testing.T, path string, cert *tls.Certificate) (i
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-// halfCloser is a connection that can end its sending side alone.
-type halfCloser interface {
-	io.ReadWriter
-	CloseWrite() error
-}
-
-// echoRoundTrip sends payload, half-closes, reads the echo to EOF and
-// checks it byte for byte (by SHA-256). It returns the throughput in MiB/s
-// of the payload carried each way.
-func echoRoundTrip(t *testing.T, c halfCloser, payload []byte) float64 {
-	t.Helper()
-	want := sha256.Sum256(payload)
-	start := time.Now()
-	werr := make(chan error, 1)
-	go func() {
-		_, err := c.Write(payload)
-		if err == nil {
-			err = c.CloseWrite()
-		}
-		werr <- err
-	}()
-	h := sha256.New()
-	n, err := io.Copy(h, c)
-	elapsed := time.Since(start)
-	if err != nil || n != int64(len(payload)) || [32]byte(h.Sum(nil)) != want {
-		t.Fatalf("echo of %d bytes: got %d, checksum intact %v, err %v", len(payload), n, [32]byte(h.Sum(nil)) == want, err)
-	}
-	if err := <-werr; err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	return float64(len(payload)) / (1 << 20) / elapsed.Seconds()
 }
 
 func (k *kubectlNode) summary(t *testing.T) *statsv1alpha1.Summary {

@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	clientexec "k8s.io/client-go/util/exec"
+
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // kubectl exec through the apiserver, over both of kubectl's transports:
@@ -79,14 +81,14 @@ func TestKubectlPortForwardCarries64MiBBothWays(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			throughput[string(via)] = echoRoundTrip(t, c.(*net.TCPConn), payload)
+			throughput[string(via)] = testkit.EchoRoundTrip(t, c.(*net.TCPConn), payload)
 			// Every local connection is a relay of its own.
 			c2, err := net.Dial("tcp", local)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c2.Close()
-			echoRoundTrip(t, c2.(*net.TCPConn), []byte("second connection"))
+			testkit.EchoRoundTrip(t, c2.(*net.TCPConn), []byte("second connection"))
 		})
 	}
 	conn, err := k.direct.DialPort(t.Context(), k.sandbox.ID, k.sandbox.Token, guestPort)
@@ -94,7 +96,7 @@ func TestKubectlPortForwardCarries64MiBBothWays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	direct := echoRoundTrip(t, conn, payload)
+	direct := testkit.EchoRoundTrip(t, conn, payload)
 	for _, via := range []forwardVia{forwardSPDY, forwardWebSocket} {
 		if v := throughput[string(via)]; v > 0 {
 			t.Logf("measurement: port-forward %s through the apiserver %.0f MiB/s, direct relay to the emulator %.0f MiB/s: %.2fx of direct (64 MiB each way, same run)",
