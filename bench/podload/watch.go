@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -51,14 +52,12 @@ func Watch(ctx context.Context, cs kubernetes.Interface, ns, selector string, t 
 				}
 			}
 			w.Stop()
-			for ctx.Err() == nil {
-				if w, err = open(rv); err == nil {
-					break
-				}
-				t.Fail(fmt.Errorf("rewatch: %w", err))
-				time.Sleep(100 * time.Millisecond)
-			}
-			if ctx.Err() != nil {
+			// Reopen from the last version seen, every 100ms until it opens or
+			// the run ends; each failure is recorded.
+			w, err = backoff.RetryNotifyWithData(func() (watch.Interface, error) { return open(rv) },
+				backoff.WithContext(backoff.NewConstantBackOff(100*time.Millisecond), ctx),
+				func(err error, _ time.Duration) { t.Fail(fmt.Errorf("rewatch: %w", err)) })
+			if err != nil || ctx.Err() != nil {
 				return
 			}
 		}
