@@ -194,6 +194,8 @@ func startEngine(t testing.TB, cfg pipeline.Config) *pipeline.Engine {
 }
 
 // rig is the usual set: emulator, root client, real store (no fsync), engine.
+// newRig returns once the engine's startup listing is done, so that a test
+// counting sandboxd calls never counts that listing by chance.
 type rig struct {
 	env   *simEnv
 	store *store.Store
@@ -210,7 +212,13 @@ func newRig(t testing.TB, sc sim.Config, mod func(*pipeline.Config)) *rig {
 	if mod != nil {
 		mod(&cfg)
 	}
-	return &rig{env: env, store: st, rep: rep, eng: startEngine(t, cfg)}
+	eng := startEngine(t, cfg)
+	select {
+	case <-eng.Verified():
+	case <-time.After(waitTimeout):
+		t.Fatal("the engine's startup listing did not finish")
+	}
+	return &rig{env: env, store: st, rep: rep, eng: eng}
 }
 
 func intent(key, uid, owner string) pipeline.Intent {
