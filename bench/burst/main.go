@@ -49,6 +49,7 @@ type options struct {
 	settle       time.Duration
 	vkArgs       []string
 	vkEnv        []string
+	contentType  string
 }
 
 func parseOptions() (*options, error) {
@@ -65,6 +66,7 @@ func parseOptions() (*options, error) {
 	flag.BoolVar(&o.metrics, "metrics", false, "expose vk-sandbox /metrics on a loopback port, sample its queue depth during each run and save the final scrape beside -out")
 	flag.StringVar(&o.perf, "perf", "", "directory: record perf call graphs (perf record -g) of vk-sandbox and kube-apiserver during each burst there (needs perf, root)")
 	flag.DurationVar(&o.settle, "settle", 0, "after each provider burst, wait this long before stopping vk-sandbox and count the Events again (are they late or lost?)")
+	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
 	flag.StringVar(&vkEnv, "vk-env", "", "extra environment of vk-sandbox only, space separated (e.g. \"GOGC=400\")")
 	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags, space separated (e.g. \"--kube-api-qps 1000 --kube-api-burst 2000\")")
 	flag.Parse()
@@ -101,6 +103,7 @@ type report struct {
 	ClaimLatency string      `json:"claim_latency"`
 	Workers      int         `json:"workers"`
 	VKArgs       []string    `json:"vk_args,omitempty"`
+	ContentType  string      `json:"content_type"`
 	VKEnv        []string    `json:"vk_env,omitempty"`
 	Runs         []runResult `json:"runs"`
 }
@@ -187,9 +190,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer env.Stop()
 	b.env = env
-	rc := *env.Config
-	rc.QPS, rc.Burst = 1000, 2000
-	if b.cs, err = kubernetes.NewForConfig(&rc); err != nil {
+	if b.cs, err = podload.Clientset(env.Config, o.contentType); err != nil {
 		return err
 	}
 
@@ -200,7 +201,7 @@ func run(ctx context.Context, o *options) error {
 		}
 	}
 	rep := report{Started: time.Now(), GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
-		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs, VKEnv: o.vkEnv}
+		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs, VKEnv: o.vkEnv, ContentType: o.contentType}
 	var rows [][]string
 	for _, n := range o.sizes {
 		for _, m := range o.modes {

@@ -45,6 +45,7 @@ type options struct {
 	bare, inventory      bool
 	out                  string
 	vkArgs               []string
+	contentType          string
 }
 
 func parseOptions() *options {
@@ -60,6 +61,7 @@ func parseOptions() *options {
 	flag.BoolVar(&o.inventory, "inventory", true, "nodes run with --publish-inventory, as the shipped DaemonSet does (the NodeInventory CRD is installed)")
 	flag.BoolVar(&o.bare, "bare", true, "also measure the bare apiserver limit (same creates and status writes, no provider)")
 	flag.StringVar(&o.out, "out", "bench/results/fleet-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the CSVs and SVGs go beside it")
+	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
 	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags for every node, space separated (e.g. \"--publish-inventory\")")
 	flag.Parse()
 	o.vkArgs = strings.Fields(vkArgs)
@@ -114,6 +116,7 @@ type report struct {
 	ClaimLatency string             `json:"claim_latency"`
 	Workers      int                `json:"workers"`
 	VKArgs       []string           `json:"vk_args,omitempty"`
+	ContentType  string             `json:"content_type"`
 	Bare         *fillResult        `json:"bare,omitempty"`
 	Fleet        *fillResult        `json:"fleet,omitempty"`
 	Ratio        float64            `json:"fleet_over_bare,omitempty"` // of watch_wall_s
@@ -162,7 +165,9 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer f.env.Stop()
-	f.cs = f.env.Clientset()
+	if f.cs, err = podload.Clientset(f.env.Config, o.contentType); err != nil {
+		return err
+	}
 	if err := setupIdentities(ctx, f.cs, o.nodes); err != nil {
 		return err
 	}
@@ -174,7 +179,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep := &report{Started: time.Now(), GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
 		Command: strings.Join(os.Args[1:], " "), Nodes: o.nodes, PodsPerNode: o.pods,
-		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs}
+		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs, ContentType: o.contentType}
 	defer f.stopNodes(rep)
 	if err := f.phases(ctx, rep); err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -32,6 +34,8 @@ type config struct {
 	PublishInterval              time.Duration
 	NodeLabels                   string
 	KubeAPIQPS                   float64
+	KubeAPIContentType           string
+	Profiling                    bool
 	KubeAPIBurst                 int
 	Kubeconfig                   string
 
@@ -95,12 +99,14 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]; the built-in type and runtime labels are applied after them and cannot be overridden")
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 200, "client-side QPS limit towards the apiserver")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 400, "client-side burst towards the apiserver")
+	fs.StringVar(&c.KubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "encoding of requests to the apiserver and of its answers and watch events for built-in types: "+runtime.ContentTypeProtobuf+" or "+runtime.ContentTypeJSON+" (custom resources are always JSON)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file; it wins over $KUBECONFIG (a list of files), in-cluster config and ~/.kube/config, in that order")
 	fs.IntVar(&c.Shards, "shards", defaultShards, "claim pipeline shards (queues keyed by Pod UID)")
 	fs.IntVar(&c.WorkersPerShard, "workers-per-shard", defaultWorkersPerShard, "claim workers per shard")
 	fs.IntVar(&c.QueueDepth, "queue-depth", 0, "Pods that may hold a claim intent per shard; at least --node-pods (0: --node-pods). A Pod finding its shard full is deferred, never waited for")
 	fs.IntVar(&c.VKWorkers, "vk-workers", defaultVKWorkers, "virtual-kubelet sync/status workers")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":10261", "Prometheus /metrics, /healthz and /readyz listen address; empty disables")
+	fs.BoolVar(&c.Profiling, "profiling", false, "also serve Go's runtime profiles (/debug/pprof/) on --metrics-addr")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
@@ -145,6 +151,9 @@ func (c *config) settle() error {
 			return fmt.Errorf("--sandboxd-url %q: not a URL with a host", c.SandboxdURL)
 		}
 		c.AdvertiseAddr = u.Host
+	}
+	if c.KubeAPIContentType != runtime.ContentTypeProtobuf && c.KubeAPIContentType != runtime.ContentTypeJSON {
+		return fmt.Errorf("--kube-api-content-type %q: want %s or %s", c.KubeAPIContentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
 	}
 	for name, d := range map[string]time.Duration{"--publish-interval": c.PublishInterval, "--lease-check-interval": c.LeaseCheckInterval,
 		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout, "--settle-window": c.SettleWindow} {

@@ -115,3 +115,36 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 		t.Fatalf("a bad variable: %v, want an error naming it", err)
 	}
 }
+
+// The client speaks protobuf by default (and still accepts JSON); JSON can
+// be asked for; anything else is refused at startup.
+func TestKubeAPIContentType(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://k:6443\n" +
+		"contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args                []string
+		content, acceptable string
+	}{
+		{nil, "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf,application/json"},
+		{[]string{"--kube-api-content-type=application/json"}, "application/json", "application/json"},
+	} {
+		c, err := parseFlags(append([]string{"--kubeconfig=" + p}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := restConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc.ContentType != tc.content || rc.AcceptContentTypes != tc.acceptable {
+			t.Errorf("%v: content type %q, accept %q; want %q, %q", tc.args, rc.ContentType, rc.AcceptContentTypes, tc.content, tc.acceptable)
+		}
+	}
+	if _, err := parseFlags([]string{"--kube-api-content-type=application/yaml"}); err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
+		t.Errorf("application/yaml: %v, want an error naming the flag", err)
+	}
+}
