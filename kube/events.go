@@ -1,6 +1,7 @@
 package kube
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 )
@@ -10,26 +11,39 @@ import (
 // SandboxClaimed follows with the facts. In a 1,000-Pod burst the two
 // together overflowed client-go's 1,000-event broadcaster queue, and about
 // 800 Events were dropped. Warnings always pass.
-func QuietRecorder(r record.EventRecorder) record.EventRecorder { return quiet{r} }
+func QuietRecorder(r record.EventRecorder) record.EventRecorder {
+	return filtered{r, func(_, reason string) bool { return reason != vkCreateSuccess }}
+}
 
-type quiet struct{ record.EventRecorder }
+// WarningsOnly drops every Normal Event (SandboxClaimed, SandboxReleased,
+// ...) and passes Warnings: for a dense node whose operator would rather
+// not spend an apiserver write per claim on facts the Pod's status already
+// shows (--normal-events=false).
+func WarningsOnly(r record.EventRecorder) record.EventRecorder {
+	return filtered{r, func(typ, _ string) bool { return typ != corev1.EventTypeNormal }}
+}
 
 const vkCreateSuccess = "ProviderCreateSuccess"
 
-func (q quiet) Event(o runtime.Object, typ, reason, msg string) {
-	if reason != vkCreateSuccess {
-		q.EventRecorder.Event(o, typ, reason, msg)
+type filtered struct {
+	record.EventRecorder
+	pass func(typ, reason string) bool
+}
+
+func (f filtered) Event(o runtime.Object, typ, reason, msg string) {
+	if f.pass(typ, reason) {
+		f.EventRecorder.Event(o, typ, reason, msg)
 	}
 }
 
-func (q quiet) Eventf(o runtime.Object, typ, reason, f string, a ...any) {
-	if reason != vkCreateSuccess {
-		q.EventRecorder.Eventf(o, typ, reason, f, a...)
+func (f filtered) Eventf(o runtime.Object, typ, reason, format string, a ...any) {
+	if f.pass(typ, reason) {
+		f.EventRecorder.Eventf(o, typ, reason, format, a...)
 	}
 }
 
-func (q quiet) AnnotatedEventf(o runtime.Object, ann map[string]string, typ, reason, f string, a ...any) {
-	if reason != vkCreateSuccess {
-		q.EventRecorder.AnnotatedEventf(o, ann, typ, reason, f, a...)
+func (f filtered) AnnotatedEventf(o runtime.Object, ann map[string]string, typ, reason, format string, a ...any) {
+	if f.pass(typ, reason) {
+		f.EventRecorder.AnnotatedEventf(o, ann, typ, reason, format, a...)
 	}
 }
