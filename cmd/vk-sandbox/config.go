@@ -36,6 +36,7 @@ type config struct {
 	KubeAPIQPS                   float64
 	KubeAPIContentType           string
 	Profiling                    bool
+	NormalEvents                 bool
 	KubeAPIBurst                 int
 	Kubeconfig                   string
 
@@ -97,8 +98,8 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.BoolVar(&c.PublishInventory, "publish-inventory", false, "server-side-apply a NodeInventory object for this node")
 	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "how often the NodeInventory is rebuilt from sandboxd; it is applied only when changed, and at least every 10 minutes")
 	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]; the built-in type and runtime labels are applied after them and cannot be overridden")
-	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 200, "client-side QPS limit towards the apiserver")
-	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 400, "client-side burst towards the apiserver")
+	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 1000, "client-side QPS limit towards the apiserver, per client; each Running Pod costs one status write")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 2000, "client-side burst towards the apiserver, per client")
 	fs.StringVar(&c.KubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "encoding of requests to the apiserver and of its answers and watch events for built-in types: "+runtime.ContentTypeProtobuf+" or "+runtime.ContentTypeJSON+" (custom resources are always JSON)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file; it wins over $KUBECONFIG (a list of files), in-cluster config and ~/.kube/config, in that order")
 	fs.IntVar(&c.Shards, "shards", defaultShards, "claim pipeline shards (queues keyed by Pod UID)")
@@ -106,6 +107,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.QueueDepth, "queue-depth", 0, "Pods that may hold a claim intent per shard; at least --node-pods (0: --node-pods). A Pod finding its shard full is deferred, never waited for")
 	fs.IntVar(&c.VKWorkers, "vk-workers", defaultVKWorkers, "virtual-kubelet sync/status workers")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":10261", "Prometheus /metrics, /healthz and /readyz listen address; empty disables")
+	fs.BoolVar(&c.NormalEvents, "normal-events", true, "record Normal Events (SandboxClaimed, SandboxReleased, ...); false keeps only Warnings, one apiserver write less per claim")
 	fs.BoolVar(&c.Profiling, "profiling", false, "also serve Go's runtime profiles (/debug/pprof/) on --metrics-addr")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")

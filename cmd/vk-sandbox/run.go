@@ -89,7 +89,10 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	eb := record.NewBroadcaster()
 	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	defer eb.Shutdown()
-	recorder := eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vk-sandbox", Host: cfg.NodeName})
+	var recorder record.EventRecorder = eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vk-sandbox", Host: cfg.NodeName})
+	if !cfg.NormalEvents {
+		recorder = kube.WarningsOnly(recorder)
+	}
 
 	auth := &kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}
 	prov := kube.NewProvider(auth, recorder, log)
