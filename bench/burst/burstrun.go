@@ -99,6 +99,7 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 	}
 	r.Running = t.Running()
 	r.ClaimAnn = t.ClaimAnnotated()
+	r.Rewatches = t.Rewatches()
 	if errs, last := t.Errors(); errs > 0 {
 		r.Errors, r.LastError = errs, last
 	}

@@ -133,7 +133,10 @@ type runResult struct {
 	MaxQueue float64 `json:"max_queue_depth"`   // sum over shards, sampled (with -metrics)
 	Metrics  string  `json:"metrics_file,omitempty"`
 	ClaimAnn int     `json:"running_with_claim_id_annotation"`
-	Events   int     `json:"events"` // Events in the namespace when the last Pod was Running
+	// Rewatches: the harness's own watch was ended by the apiserver (it fell
+	// behind) and reopened this many times.
+	Rewatches int64 `json:"harness_rewatches"`
+	Events    int   `json:"events"` // Events in the namespace when the last Pod was Running
 	// EventsSettled is the count again after -settle (0: not measured).
 	EventsSettled int `json:"events_after_settle,omitempty"`
 	// CPU seconds used during the burst (first create to last Running) by

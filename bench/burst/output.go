@@ -80,15 +80,15 @@ func printTable(w *os.File, runs []runResult) {
 
 	fmt.Fprintln(w, "\nstages, p50 / p99 seconds (claims: provider modes only; ack->claimed can be < 0: vk-sandbox's watch may beat the create response):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tmode\tcreate call\tack->watch seen\tack->claimed\tclaimed->Running\tmax queue\tevents\t")
+	fmt.Fprintln(tw, "N\tmode\tcreate call\tack->watch seen\tack->claimed\tclaimed->Running\tmax queue\tevents\trewatches\t")
 	for _, r := range runs {
 		q := "-"
 		if r.Metrics != "" {
 			q = strconv.FormatFloat(r.MaxQueue, 'f', 0, 64)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f\t%s\t%d\t\n", r.N, r.Mode,
+		fmt.Fprintf(tw, "%d\t%s\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f\t%s\t%d\t%d\t\n", r.N, r.Mode,
 			r.LatCreateCall.P50, r.LatCreateCall.P99, r.LatAckToSeen.P50, r.LatAckToSeen.P99,
-			r.LatAckToClaim.P50, r.LatAckToClaim.P99, r.LatClaimToRunning.P50, r.LatClaimToRunning.P99, q, r.Events)
+			r.LatAckToClaim.P50, r.LatAckToClaim.P99, r.LatClaimToRunning.P50, r.LatClaimToRunning.P99, q, r.Events, r.Rewatches)
 	}
 	tw.Flush()
 

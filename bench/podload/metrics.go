@@ -110,9 +110,15 @@ func APIRequests(ctx context.Context, cs kubernetes.Interface) map[string]float6
 	if err != nil {
 		return nil
 	}
-	return Sum(samples, "apiserver_request_total", func(l map[string]string) string {
+	out := Sum(samples, "apiserver_request_total", func(l map[string]string) string {
 		return l["verb"] + " " + Resource(l) + " " + l["code"]
 	})
+	// Watchers the apiserver closed because they fell behind: each one is
+	// reopened, and an informer's reopen may resend everything it watches.
+	maps.Copy(out, Sum(samples, "apiserver_terminated_watchers_total", func(l map[string]string) string {
+		return "TERMINATED-WATCHER " + Resource(l)
+	}))
+	return out
 }
 
 // Delta is after - before, rounded, nonzero entries only.

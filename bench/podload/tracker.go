@@ -39,6 +39,7 @@ type Tracker struct {
 	done     chan struct{}
 	acked    atomic.Int64 // creates acknowledged
 	errs     atomic.Int64 // failed create, status or watch calls
+	rewatch  atomic.Int64 // watch streams the apiserver ended and the harness reopened
 	lastErr  atomic.Pointer[string]
 }
 
@@ -159,3 +160,8 @@ func (t *Tracker) Snapshot() []Rec {
 	}
 	return out
 }
+
+// Rewatches is how many times the harness's own watch stream ended and was
+// reopened: the apiserver ends a watcher that falls behind, so a run with
+// many of them was also measuring a starved harness.
+func (t *Tracker) Rewatches() int64 { return t.rewatch.Load() }

@@ -52,6 +52,9 @@ func Watch(ctx context.Context, cs kubernetes.Interface, ns, selector string, t 
 				}
 			}
 			w.Stop()
+			if ctx.Err() == nil {
+				t.rewatch.Add(1)
+			}
 			// Reopen from the last version seen, every 100ms until it opens or
 			// the run ends; each failure is recorded.
 			w, err = backoff.RetryNotifyWithData(func() (watch.Interface, error) { return open(rv) },
