@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
 )
@@ -14,7 +16,11 @@ import (
 const (
 	modeBare  = "bare"
 	modeFleet = "fleet"
-	runLabel  = "fleet.vk-sandbox/run"
+	// modeBareNodes is bare with the node side's apiserver load but no
+	// provider: each node's status writes sent as that node's user, and
+	// one spec.nodeName Pod watch per node, as that user, drained.
+	modeBareNodes = "bare-nodes"
+	runLabel      = "fleet.vk-sandbox/run"
 )
 
 // fillResult is one fill: N x P Pods created at once, followed to Running.
@@ -78,6 +84,15 @@ func (f *fleet) fill(ctx context.Context, mode string, nss, nodes []string) (fil
 	rctx, cancel := context.WithTimeout(ctx, f.o.timeout)
 	defer cancel()
 
+	var asNode map[string]kubernetes.Interface
+	if mode == modeBareNodes {
+		stop, clients, err := f.nodeSide(ctx, nss, nodes)
+		if err != nil {
+			return r, err
+		}
+		defer stop()
+		asNode = clients
+	}
 	api0, err := f.snap(ctx)
 	if err != nil {
 		return r, err
@@ -91,9 +106,12 @@ func (f *fleet) fill(ctx context.Context, mode string, nss, nodes []string) (fil
 	created := make(chan struct{})
 	go func() {
 		defer close(created)
-		if mode == modeBare {
+		switch mode {
+		case modeBare:
 			podload.RunBare(rctx, f.cs, pods, f.o.workers, t)
-		} else {
+		case modeBareNodes:
+			podload.RunBareAs(rctx, f.cs, func(p *corev1.Pod) kubernetes.Interface { return asNode[p.Namespace] }, pods, f.o.workers, t)
+		default:
 			podload.CreateAll(rctx, f.cs, t, f.o.workers, pods, nil)
 		}
 	}()
@@ -167,4 +185,44 @@ func namespaces(prefix string, n int) []string {
 		out[i] = fmt.Sprintf("%s-%03d", prefix, i)
 	}
 	return out
+}
+
+// nodeSide opens, for each node i, a client as node i's user (returned by
+// namespace nss[i]) and a Pod watch filtered to spec.nodeName=nodes[i] as
+// that user, whose events are read and dropped.
+func (f *fleet) nodeSide(ctx context.Context, nss, nodes []string) (stop func(), clients map[string]kubernetes.Interface, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop = func() { cancel(); wg.Wait() }
+	clients = map[string]kubernetes.Interface{}
+	for i, ns := range nss {
+		cs, err := podload.Clientset(f.env.UserConfig(f.users[i].Token), f.o.contentType)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		clients[ns] = cs
+		opts := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodes[i], AllowWatchBookmarks: true}
+		w, err := cs.CoreV1().Pods("").Watch(ctx, opts)
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("watch as %s: %w", f.users[i].Name, err)
+		}
+		// Like a node's informer: a watch the apiserver closes is resumed
+		// from the last resource version seen.
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				for ev := range w.ResultChan() {
+					if p, ok := ev.Object.(*corev1.Pod); ok {
+						opts.ResourceVersion = p.ResourceVersion
+					}
+				}
+				w.Stop()
+				if w, err = cs.CoreV1().Pods("").Watch(ctx, opts); err != nil {
+					return
+				}
+			}
+		})
+	}
+	return stop, clients, nil
 }

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ type options struct {
 	idle, idleHeld       time.Duration
 	timeout              time.Duration
 	bare, inventory      bool
+	bareAsNodes          bool
 	out                  string
 	vkArgs               []string
 	contentType          string
@@ -59,6 +61,7 @@ func parseOptions() *options {
 	flag.DurationVar(&o.idleHeld, "idle-held", 60*time.Second, "idle window after the fill, each node holding its Pods (0: skip)")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "cap of one fill; a fill that hits it reports partial completion")
 	flag.BoolVar(&o.inventory, "inventory", true, "nodes run with --publish-inventory, as the shipped DaemonSet does (the NodeInventory CRD is installed)")
+	flag.BoolVar(&o.bareAsNodes, "bare-as-nodes", false, "also measure bare with the nodes' side of the load and no provider: status writes as each node's user, and one spec.nodeName Pod watch per node")
 	flag.BoolVar(&o.bare, "bare", true, "also measure the bare apiserver limit (same creates and status writes, no provider)")
 	flag.StringVar(&o.out, "out", "bench/results/fleet-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the CSVs and SVGs go beside it")
 	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
@@ -118,6 +121,7 @@ type report struct {
 	VKArgs       []string           `json:"vk_args,omitempty"`
 	ContentType  string             `json:"content_type"`
 	Bare         *fillResult        `json:"bare,omitempty"`
+	BareNodes    *fillResult        `json:"bare_as_nodes,omitempty"`
 	Fleet        *fillResult        `json:"fleet,omitempty"`
 	Ratio        float64            `json:"fleet_over_bare,omitempty"` // of watch_wall_s
 	StartS       float64            `json:"nodes_ready_s"`             // all N started → all Ready
@@ -196,7 +200,7 @@ func (f *fleet) phases(ctx context.Context, rep *report) error {
 	for i := range names {
 		names[i] = nodeName(i)
 	}
-	if err := createNamespaces(ctx, f.cs, append(namespaces("bare", o.nodes), namespaces("fleet", o.nodes)...)); err != nil {
+	if err := createNamespaces(ctx, f.cs, slices.Concat(namespaces("bare", o.nodes), namespaces(modeBareNodes, o.nodes), namespaces("fleet", o.nodes))); err != nil {
 		return err
 	}
 	if o.bare {
@@ -209,6 +213,17 @@ func (f *fleet) phases(ctx context.Context, rep *report) error {
 			return err
 		}
 		f.cleanup(ctx, namespaces("bare", o.nodes))
+	}
+	if o.bareAsNodes {
+		fake := make([]string, o.nodes)
+		for i := range fake {
+			fake[i] = "bare-nodes-nonode-" + names[i]
+		}
+		var err error
+		if rep.BareNodes, err = f.fillLogged(ctx, modeBareNodes, namespaces(modeBareNodes, o.nodes), fake); err != nil {
+			return err
+		}
+		f.cleanup(ctx, namespaces(modeBareNodes, o.nodes))
 	}
 
 	before, err := f.snap(ctx)

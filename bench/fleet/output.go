@@ -39,7 +39,7 @@ func (f *fleet) write(rep *report) error {
 		return err
 	}
 	var perNode, total [][]string
-	for _, r := range []*fillResult{rep.Bare, rep.Fleet} {
+	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.Fleet} {
 		if r == nil {
 			continue
 		}
@@ -96,7 +96,7 @@ func printTables(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "\n%d nodes x %d Pods (%d), %d create workers, claim latency %s\n", rep.Nodes, rep.PodsPerNode, rep.Nodes*rep.PodsPerNode, rep.Workers, rep.ClaimLatency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tdone\tcreates_s\tlast_running_s\tstatus_s\tkube-apiserver_cpu_s\tetcd_cpu_s\tvk-sandbox_cpu_s\tharness_cpu_s\tother_cpu_s\tloadavg\t")
-	for _, r := range []*fillResult{rep.Bare, rep.Fleet} {
+	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.Fleet} {
 		if r == nil {
 			continue
 		}
@@ -111,6 +111,9 @@ func printTables(w io.Writer, rep *report) {
 	tw.Flush()
 	if rep.Ratio > 0 {
 		fmt.Fprintf(w, "fleet / bare (last Running by watch) = %.2f\n", rep.Ratio)
+	}
+	if b := rep.BareNodes; b != nil && b.WatchS > 0 && rep.Fleet != nil {
+		fmt.Fprintf(w, "fleet / bare-nodes (last Running by watch) = %.2f\n", rep.Fleet.WatchS/b.WatchS)
 	}
 	fmt.Fprintf(w, "Events went on %.1fs after the last Pod was Running\n", rep.EventsTailS)
 	fmt.Fprintf(w, "\nnodes Ready %.1fs after the first started; watches opened per node: %v\n", rep.StartS, rep.WatchesNode)

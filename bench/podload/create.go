@@ -89,6 +89,12 @@ func FakeRunning(p *corev1.Pod, i int) corev1.PodStatus {
 // a second pool of workers, with no provider. The Pods should name a node
 // that does not exist.
 func RunBare(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod, workers int, t *Tracker) {
+	RunBareAs(ctx, cs, func(*corev1.Pod) kubernetes.Interface { return cs }, pods, workers, t)
+}
+
+// RunBareAs is RunBare with each status write sent by writer(pod), such
+// as the client of the user that a node would write it as.
+func RunBareAs(ctx context.Context, cs kubernetes.Interface, writer func(*corev1.Pod) kubernetes.Interface, pods []*corev1.Pod, workers int, t *Tracker) {
 	type created struct {
 		p *corev1.Pod
 		i int
@@ -99,7 +105,7 @@ func RunBare(ctx context.Context, cs kubernetes.Interface, pods []*corev1.Pod, w
 		wg.Go(func() {
 			for c := range ch {
 				c.p.Status = FakeRunning(c.p, c.i)
-				if _, err := cs.CoreV1().Pods(c.p.Namespace).UpdateStatus(ctx, c.p, metav1.UpdateOptions{}); err != nil {
+				if _, err := writer(c.p).CoreV1().Pods(c.p.Namespace).UpdateStatus(ctx, c.p, metav1.UpdateOptions{}); err != nil {
 					t.Fail(fmt.Errorf("update status %s/%s: %w", c.p.Namespace, c.p.Name, err))
 					continue
 				}
