@@ -26,6 +26,7 @@ var ErrInteractive = errdefs.InvalidInput("interactive sessions (kubectl exec -i
 // name is not used: a sandbox Pod is one VM, whatever its containers.
 func (p *Provider) RunInContainer(ctx context.Context, namespace, name, _ string, cmd []string, attach api.AttachIO) error {
 	if attach.TTY() || attach.Stdin() != nil {
+		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 		return ErrInteractive
 	}
 	if len(cmd) == 0 {
@@ -57,6 +58,33 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, name, _ string
 		return utilexec.CodeExitError{Err: fmt.Errorf("exit code %d", res.ExitCode), Code: res.ExitCode}
 	}
 	return nil
+}
+
+// stdinDrainLimit bounds how long a refused interactive exec reads the
+// input the client already sent.
+const stdinDrainLimit = time.Second
+
+// drainStdin reads and drops stdin until it ends, ctx ends or limit
+// passes. A refusal must not close the stream while the client's input is
+// still unread on the way: the apiserver's proxy then resets the
+// connection, and kubectl loses the error and exits 0 as if the command
+// had run. The reader goroutine ends when the stream is closed.
+func drainStdin(ctx context.Context, stdin io.Reader, limit time.Duration) {
+	if stdin == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(io.Discard, stdin)
+	}()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // timeoutSeconds carries the request's deadline to sandboxd, rounded up to

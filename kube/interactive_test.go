@@ -311,3 +311,19 @@ func TestContainerLogsSayWhereTheOutputIs(t *testing.T) {
 		t.Errorf("logs: %v", err)
 	}
 }
+
+// A refused interactive exec reads the input already sent (up to its end)
+// and gives up on input that never ends once the limit passes.
+func TestDrainStdinReadsSentInputAndIsBounded(t *testing.T) {
+	r := strings.NewReader("ls\n")
+	drainStdin(context.Background(), r, time.Hour)
+	if r.Len() != 0 {
+		t.Fatalf("%d bytes of sent input left unread", r.Len())
+	}
+	pr, pw := io.Pipe() // a terminal: open, nothing typed
+	defer pw.Close()
+	drainStdin(context.Background(), pr, time.Millisecond) // returns: the limit bounds it
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	drainStdin(ctx, pr, time.Hour) // returns: the request ended
+}
