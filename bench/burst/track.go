@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
@@ -17,7 +18,7 @@ type tracker = podload.Tracker
 
 // watchNamespace follows the namespace's Pods into t (podload.Watch).
 func watchNamespace(ctx context.Context, cs kubernetes.Interface, ns string, t *tracker) (stop func(), err error) {
-	return podload.Watch(ctx, cs, ns, "", t)
+	return podload.Watch(ctx, cs, ns, metav1.ListOptions{}, t)
 }
 
 // sample is one point of a run's progress timeline.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,7 +75,7 @@ func (f *fleet) fill(ctx context.Context, mode string, nss, nodes []string) (fil
 	}
 	pods := interleave(perNode)
 	t := podload.NewTracker(len(pods))
-	stopWatch, err := podload.Watch(ctx, f.cs, "", runLabel+"="+mode, t)
+	stopWatch, err := podload.Watch(ctx, f.cs, "", metav1.ListOptions{LabelSelector: runLabel + "=" + mode}, t)
 	if err != nil {
 		return r, err
 	}
@@ -188,12 +187,16 @@ func namespaces(prefix string, n int) []string {
 }
 
 // nodeSide opens, for each node i, a client as node i's user (returned by
-// namespace nss[i]) and a Pod watch filtered to spec.nodeName=nodes[i] as
-// that user, whose events are read and dropped.
+// namespace nss[i]) and, as that user, the Pod watch a node holds
+// (spec.nodeName=nodes[i], resumed when the apiserver closes it), feeding
+// a tracker of its own that nothing reads.
 func (f *fleet) nodeSide(ctx context.Context, nss, nodes []string) (stop func(), clients map[string]kubernetes.Interface, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	stop = func() { cancel(); wg.Wait() }
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
 	clients = map[string]kubernetes.Interface{}
 	for i, ns := range nss {
 		cs, err := podload.Clientset(f.env.UserConfig(f.users[i].Token), f.o.contentType)
@@ -202,27 +205,12 @@ func (f *fleet) nodeSide(ctx context.Context, nss, nodes []string) (stop func(),
 			return nil, nil, err
 		}
 		clients[ns] = cs
-		opts := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodes[i], AllowWatchBookmarks: true}
-		w, err := cs.CoreV1().Pods("").Watch(ctx, opts)
+		s, err := podload.Watch(ctx, cs, "", metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodes[i]}, podload.NewTracker(f.o.pods))
 		if err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("watch as %s: %w", f.users[i].Name, err)
 		}
-		// Like a node's informer: a watch the apiserver closes is resumed
-		// from the last resource version seen.
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				for ev := range w.ResultChan() {
-					if p, ok := ev.Object.(*corev1.Pod); ok {
-						opts.ResourceVersion = p.ResourceVersion
-					}
-				}
-				w.Stop()
-				if w, err = cs.CoreV1().Pods("").Watch(ctx, opts); err != nil {
-					return
-				}
-			}
-		})
+		stops = append(stops, s)
 	}
 	return stop, clients, nil
 }

@@ -200,30 +200,27 @@ func (f *fleet) phases(ctx context.Context, rep *report) error {
 	for i := range names {
 		names[i] = nodeName(i)
 	}
-	if err := createNamespaces(ctx, f.cs, slices.Concat(namespaces("bare", o.nodes), namespaces(modeBareNodes, o.nodes), namespaces("fleet", o.nodes))); err != nil {
+	if err := createNamespaces(ctx, f.cs, slices.Concat(namespaces(modeBare, o.nodes), namespaces(modeBareNodes, o.nodes), namespaces(modeFleet, o.nodes))); err != nil {
 		return err
 	}
-	if o.bare {
+	// Each bare phase: the same Pods, bound to nodes that do not exist.
+	for _, b := range []struct {
+		on   bool
+		mode string
+		into **fillResult
+	}{{o.bare, modeBare, &rep.Bare}, {o.bareAsNodes, modeBareNodes, &rep.BareNodes}} {
+		if !b.on {
+			continue
+		}
 		fake := make([]string, o.nodes)
 		for i := range fake {
-			fake[i] = "bare-nonode-" + names[i]
+			fake[i] = b.mode + "-nonode-" + names[i]
 		}
 		var err error
-		if rep.Bare, err = f.fillLogged(ctx, modeBare, namespaces("bare", o.nodes), fake); err != nil {
+		if *b.into, err = f.fillLogged(ctx, b.mode, namespaces(b.mode, o.nodes), fake); err != nil {
 			return err
 		}
-		f.cleanup(ctx, namespaces("bare", o.nodes))
-	}
-	if o.bareAsNodes {
-		fake := make([]string, o.nodes)
-		for i := range fake {
-			fake[i] = "bare-nodes-nonode-" + names[i]
-		}
-		var err error
-		if rep.BareNodes, err = f.fillLogged(ctx, modeBareNodes, namespaces(modeBareNodes, o.nodes), fake); err != nil {
-			return err
-		}
-		f.cleanup(ctx, namespaces(modeBareNodes, o.nodes))
+		f.cleanup(ctx, namespaces(b.mode, o.nodes))
 	}
 
 	before, err := f.snap(ctx)

@@ -4,6 +4,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/cocoonstack/vk-sandbox/kube"
 )
 
 // Clientset is the load client: base's server and credentials, generous
@@ -14,10 +16,7 @@ import (
 func Clientset(base *rest.Config, contentType string) (kubernetes.Interface, error) {
 	rc := rest.CopyConfig(base)
 	rc.QPS, rc.Burst = 1000, 2000
-	rc.ContentType, rc.AcceptContentTypes = contentType, contentType
-	if contentType != runtime.ContentTypeJSON {
-		rc.AcceptContentTypes += "," + runtime.ContentTypeJSON
-	}
+	kube.UseContentType(rc, contentType)
 	return kubernetes.NewForConfig(rc)
 }
 

@@ -13,21 +13,22 @@ import (
 )
 
 // Watch opens a watch on the Pods of namespace ns ("" for every
-// namespace) that match selector ("" for all) and feeds t. It returns once
+// namespace) that match sel's label and field selectors (empty: all) and
+// feeds t. It returns once
 // the apiserver has accepted the watch, so that no event of the run is
 // received late because the stream was still being set up. A closed
 // stream is reopened from the last resource version seen. The event
 // receipt time is the observation time.
-func Watch(ctx context.Context, cs kubernetes.Interface, ns, selector string, t *Tracker) (stop func(), err error) {
-	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: selector})
+func Watch(ctx context.Context, cs kubernetes.Interface, ns string, sel metav1.ListOptions, t *Tracker) (stop func(), err error) {
+	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	open := func(rv string) (watch.Interface, error) {
 		timeout := int64(3600)
-		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, LabelSelector: selector,
-			TimeoutSeconds: &timeout, AllowWatchBookmarks: true})
+		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, LabelSelector: sel.LabelSelector,
+			FieldSelector: sel.FieldSelector, TimeoutSeconds: &timeout, AllowWatchBookmarks: true})
 	}
 	w, err := open(l.ResourceVersion)
 	if err != nil {

@@ -61,15 +61,7 @@ func TestSandboxdTimeoutsMustBePositive(t *testing.T) {
 // config, which wins over ~/.kube/config.
 func TestKubeconfigResolutionOrder(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, server string) string {
-		p := filepath.Join(dir, name)
-		cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server +
-			"\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
-		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, server string) string { return writeKubeconfig(t, filepath.Join(dir, name), server) }
 	explicit, env1, env2, home := write("explicit", "https://explicit:6443"), write("env1", "https://env1:6443"), write("env2", "https://env2:6443"), write("home", "https://home:6443")
 	inCluster := func() (*rest.Config, error) { return &rest.Config{Host: "https://in-cluster:443"}, nil }
 	notInCluster := func() (*rest.Config, error) { return nil, errors.New("not in a cluster") }
@@ -119,12 +111,7 @@ func TestEveryFlagHasAnEnvironmentVariable(t *testing.T) {
 // The client speaks protobuf by default (and still accepts JSON); JSON can
 // be asked for; anything else is refused at startup.
 func TestKubeAPIContentType(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://k:6443\n" +
-		"contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := writeKubeconfig(t, filepath.Join(t.TempDir(), "kubeconfig"), "https://k:6443")
 	for _, tc := range []struct {
 		args                []string
 		content, acceptable string
@@ -147,4 +134,16 @@ func TestKubeAPIContentType(t *testing.T) {
 	if _, err := parseFlags([]string{"--kube-api-content-type=application/yaml"}); err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
 		t.Errorf("application/yaml: %v, want an error naming the flag", err)
 	}
+}
+
+// writeKubeconfig writes, at p, a kubeconfig for server with a bearer
+// token, and returns p.
+func writeKubeconfig(t *testing.T, p, server string) string {
+	t.Helper()
+	cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server +
+		"\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

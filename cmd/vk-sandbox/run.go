@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -236,14 +235,7 @@ func restConfig(cfg *config) (*rest.Config, error) {
 	}
 	rc.QPS = float32(cfg.KubeAPIQPS)
 	rc.Burst = cfg.KubeAPIBurst
-	// Protobuf, as the kubelet speaks it: the Pod watch events and status
-	// writes cost both sides less CPU than JSON. JSON stays acceptable, and
-	// the dynamic client (Sandbox owners, NodeInventory) sets its own.
-	rc.ContentType = cfg.KubeAPIContentType
-	rc.AcceptContentTypes = cfg.KubeAPIContentType
-	if cfg.KubeAPIContentType != runtime.ContentTypeJSON {
-		rc.AcceptContentTypes += "," + runtime.ContentTypeJSON
-	}
+	kube.UseContentType(rc, cfg.KubeAPIContentType)
 	rc.UserAgent = "vk-sandbox/" + version
 	return rc, nil
 }
