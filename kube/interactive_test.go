@@ -38,6 +38,7 @@ func (e *claimsEngine) Create(context.Context, pipeline.Intent) error { return n
 func (e *claimsEngine) Delete(context.Context, pipeline.PodRef, func(context.Context) pipeline.Verdict) (pipeline.DeleteResult, error) {
 	return pipeline.DeleteResult{}, nil
 }
+func (e *claimsEngine) Deleted(string) bool { return false }
 func (e *claimsEngine) Lookup(key string) (pipeline.ClaimView, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

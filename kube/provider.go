@@ -25,6 +25,7 @@ type Engine interface {
 	Delete(ctx context.Context, ref pipeline.PodRef, authorize func(context.Context) pipeline.Verdict) (pipeline.DeleteResult, error)
 	Lookup(key string) (pipeline.ClaimView, bool)
 	Credential(key, podUID string) (id, token string, ok bool)
+	Deleted(uid string) bool
 }
 
 // Provider is the virtual-kubelet provider (PodLifecycleHandler and
@@ -135,15 +136,22 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // UpdatePod records the newest object only: sandbox Pods are immutable at
-// the runtime level. An update carrying an older generation's UID is
-// ignored (stale-UID guard); a newer generation that virtual-kubelet routed
-// here because the old one was still cached is created.
+// the runtime level. An update for another generation than the one held
+// is either the replacement of that generation or a stale one, decided by
+// newerGeneration.
 func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 	key := podKey(pod)
 	p.log.DebugContext(ctx, "UpdatePod", "pod", key, "uid", pod.UID)
 	cur := p.cache.get(key)
-	if cur == nil || isRestored(cur) || (cur.UID != pod.UID && pod.CreationTimestamp.After(cur.CreationTimestamp.Time)) {
+	if cur == nil || isRestored(cur) {
 		return p.CreatePod(ctx, pod)
+	}
+	if cur.UID != pod.UID {
+		if p.newerGeneration(pod, cur) {
+			return p.CreatePod(ctx, pod)
+		}
+		p.log.InfoContext(ctx, "ignored an update of an older Pod generation", "pod", key, "uid", pod.UID, "current_uid", cur.UID)
+		return nil
 	}
 	p.cache.mutate(key, string(pod.UID), func(old *corev1.Pod) *corev1.Pod {
 		np := pod.DeepCopy()
@@ -161,6 +169,19 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		return np
 	})
 	return nil
+}
+
+// newerGeneration reports whether pod, another generation of the key than
+// cur, replaces it. virtual-kubelet hands a replacement over as an update
+// when the old Pod's delete and the new Pod's create reach its worker as
+// one sync of the key: then DeletePod never comes for the old generation.
+// A deleted generation, or one created in an earlier second, is stale.
+// Creation timestamps have a one-second grain, so a generation of the same
+// second counts as the replacement: virtual-kubelet reads its Pods from an
+// informer that only moves forward, and taking a replacement for a stale
+// update would leave it Pending forever.
+func (p *Provider) newerGeneration(pod, cur *corev1.Pod) bool {
+	return !p.engine.Deleted(string(pod.UID)) && !pod.CreationTimestamp.Before(&cur.CreationTimestamp)
 }
 
 // DeletePod decides, from the owner, whether the VM goes with the Pod. A

@@ -177,6 +177,11 @@ func (e *Engine) Lookup(key string) (ClaimView, bool) {
 	return viewOf(c, st), st != StateNone
 }
 
+// Deleted reports whether Pod generation uid was deleted: a delete for it
+// came through Delete, and no Create has revived it since. It remembers a
+// UID for as long as its tombstone lives (see generations).
+func (e *Engine) Deleted(uid string) bool { return e.gens.deleted(uid) }
+
 // Credential returns the sandbox id and token of the durable claim that
 // key holds for podUID, for a request sandboxd serves with the sandbox's
 // own token (exec, port-forward). False if the key holds no durable claim,

@@ -20,21 +20,28 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
-// A delete or update that carries an older generation's UID must be
-// ignored. virtual-kubelet's timing decides when such events arrive, so
-// this test drives the real provider and engine directly (the owner is
-// read from the real apiserver, sandboxd is the emulator over HTTP) and
-// delivers the stale events itself.
-func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
+// staleRig is the real provider and engine, driven directly: the owner is
+// read from the real apiserver, sandboxd is the emulator over HTTP. Tests
+// here deliver virtual-kubelet's calls themselves, because its timing
+// decides when the orders they test arrive.
+type staleRig struct {
+	prov *kube.Provider
+	eng  *pipeline.Engine
+	sim  *sim.Server
+	ns   string
+}
+
+func newStaleRig(t *testing.T) *staleRig {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	defer s.Close()
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	client, err := pool.NewClient(pool.ClientOptions{BaseURL: srv.URL, Token: rootToken})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +50,7 @@ func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { _ = st.Close() })
 	_, dyn := clients(t)
 	prov := kube.NewProvider(&kube.Authorizer{Dynamic: dyn}, nil, slog.Default())
 	eng, err := pipeline.New(pipeline.Config{Sandboxd: client, Store: st, Reporter: prov})
@@ -52,33 +59,43 @@ func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
 	}
 	prov.SetEngine(eng)
 	go eng.Run(ctx)
+	return &staleRig{prov: prov, eng: eng, sim: s, ns: newNamespace(t)}
+}
 
-	ns := newNamespace(t)
+// running waits until the provider reports generation uid of pod name
+// Running, and returns that Pod.
+func (r *staleRig) running(t *testing.T, name string, uid types.UID) *corev1.Pod {
+	t.Helper()
+	var p *corev1.Pod
+	testkit.WaitForCtx(t, waitFor, "provider reports "+string(uid)+" Running", func(ctx context.Context) (bool, error) {
+		p, _ = r.prov.GetPod(ctx, r.ns, name)
+		return p != nil && p.UID == uid && p.Status.Phase == corev1.PodRunning, nil
+	})
+	return p
+}
+
+// A delete or update that carries an older generation's UID must be
+// ignored.
+func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
+	r := newStaleRig(t)
+	ctx, prov, eng, s, ns := t.Context(), r.prov, r.eng, r.sim, r.ns
 	owner := createOwner(t, ns, "gen")
 	podA := sandboxPod(ns, "gen", "n", ownedBy(owner))
 	podA.UID, podA.CreationTimestamp = types.UID("uid-a"), metav1.NewTime(time.Now().Add(-time.Minute))
 	podB := podA.DeepCopy()
 	podB.UID, podB.CreationTimestamp = types.UID("uid-b"), metav1.Now()
 
-	running := func(uid types.UID) *corev1.Pod {
-		var p *corev1.Pod
-		testkit.WaitForCtx(t, waitFor, "provider reports "+string(uid)+" Running", func(ctx context.Context) (bool, error) {
-			p, _ = prov.GetPod(ctx, ns, "gen")
-			return p != nil && p.UID == uid && p.Status.Phase == corev1.PodRunning, nil
-		})
-		return p
-	}
 	if err := prov.CreatePod(ctx, podA); err != nil {
 		t.Fatal(err)
 	}
-	a := running("uid-a")
+	a := r.running(t, "gen", "uid-a")
 	if err := prov.DeletePod(ctx, podA); err != nil { // owner alive: preserve
 		t.Fatal(err)
 	}
 	if err := prov.CreatePod(ctx, podB); err != nil {
 		t.Fatal(err)
 	}
-	b := running("uid-b")
+	b := r.running(t, "gen", "uid-b")
 	if a.Annotations[kube.AnnClaimID] != b.Annotations[kube.AnnClaimID] {
 		t.Fatalf("uid-b did not adopt uid-a's VM: %s vs %s", b.Annotations[kube.AnnClaimID], a.Annotations[kube.AnnClaimID])
 	}
@@ -101,5 +118,53 @@ func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
 	}
 	if got := s.Counters(); got["claim_ok"] != 1 || got["release"] != 0 {
 		t.Fatalf("sandboxd counters %v: want exactly 1 claim and no release", got)
+	}
+}
+
+// When a Pod is deleted and its same-name replacement created before
+// virtual-kubelet's worker takes the key, the two informer events make one
+// sync: DeletePod never comes for the old generation, and the replacement
+// arrives as UpdatePod while the provider still holds the old one. Both
+// were created in the same second (creation timestamps have no finer
+// grain), so the timestamp cannot say which is newer; the replacement must
+// still be created and adopt the VM, not be taken for a stale update and
+// left Pending forever.
+func TestReplacementArrivingAsAnUpdateInTheSameSecondIsCreated(t *testing.T) {
+	r := newStaleRig(t)
+	ctx := t.Context()
+	owner := createOwner(t, r.ns, "same")
+	podA := sandboxPod(r.ns, "same", "n", ownedBy(owner))
+	podA.UID, podA.CreationTimestamp = types.UID("uid-a"), metav1.Now()
+	podB := podA.DeepCopy()
+	podB.UID = types.UID("uid-b") // the same CreationTimestamp: created in the same second
+
+	if err := r.prov.CreatePod(ctx, podA); err != nil {
+		t.Fatal(err)
+	}
+	a := r.running(t, "same", "uid-a")
+	if err := r.prov.UpdatePod(ctx, podB); err != nil {
+		t.Fatal(err)
+	}
+	b := r.running(t, "same", "uid-b")
+	if a.Annotations[kube.AnnClaimID] != b.Annotations[kube.AnnClaimID] {
+		t.Fatalf("uid-b runs %s, want uid-a's VM %s adopted", b.Annotations[kube.AnnClaimID], a.Annotations[kube.AnnClaimID])
+	}
+	if c, ok := r.eng.Lookup(r.ns + "/same"); !ok || c.PodUID != "uid-b" {
+		t.Fatalf("claim = %+v, want bound to uid-b", c)
+	}
+	if got := r.sim.Counters(); got["claim_ok"] != 1 || got["release"] != 0 {
+		t.Fatalf("sandboxd counters %v: want exactly 1 claim and no release", got)
+	}
+
+	// The old generation, deleted since, comes back in the same second: it
+	// is stale, and must not displace uid-b.
+	if err := r.prov.DeletePod(ctx, podA); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.prov.UpdatePod(ctx, podA); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := r.prov.GetPod(ctx, r.ns, "same"); err != nil || p.UID != "uid-b" || p.Status.Phase != corev1.PodRunning {
+		t.Fatalf("a deleted generation's late update displaced the current Pod: %+v err=%v", p, err)
 	}
 }
