@@ -226,26 +226,26 @@ func r1SettleState(ctx context.Context, path string, d time.Duration) {
 	}
 }
 
-// r1LogLines returns up to max lines of the emulator's request log, then
-// of every vk-sandbox start's log, that mention needle.
+// r1LogLines returns the lines of the emulator's request log, then of
+// every vk-sandbox start's log, that mention needle: the last max of them.
 func (n *vkNode) r1LogLines(rec *r1Recorder, needle string, max int) string {
 	var out []string
 	b, _ := os.ReadFile(rec.logPath)
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, needle) && len(out) < max {
+		if strings.Contains(line, needle) {
 			out = append(out, "[sandboxd] "+line)
 		}
 	}
 	for i, path := range n.vk.LogPaths() {
-		if len(out) >= max {
-			break
-		}
 		b, _ := os.ReadFile(path)
 		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, needle) && len(out) < max {
+			if strings.Contains(line, needle) {
 				out = append(out, fmt.Sprintf("[start %d] %s", i+1, line))
 			}
 		}
+	}
+	if len(out) > max { // the newest lines tell where it stopped
+		out = append([]string{fmt.Sprintf("[%d earlier lines left out]", len(out)-max)}, out[len(out)-max:]...)
 	}
 	return strings.Join(out, "\n")
 }

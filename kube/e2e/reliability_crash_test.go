@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -151,6 +152,9 @@ func runR1(t *testing.T, simCfg sim.Config, oneClaimPerPod bool, extraArgs ...st
 	t.Logf("R1 workload and kills done at %v", time.Since(start).Round(time.Millisecond))
 	if runErr != nil {
 		c.summary(time.Since(start), -1)
+		if stuck := (*r1StuckPod)(nil); errors.As(runErr, &stuck) {
+			t.Logf("log lines naming %s:\n%s", stuck.key, n.r1LogLines(rec, `"`+stuck.key+`"`, 60))
+		}
 		t.Fatalf("R1 run: %v", runErr)
 	}
 

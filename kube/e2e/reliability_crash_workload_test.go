@@ -223,7 +223,7 @@ func (d *r1Driver) runPod(ctx context.Context, p *r1Pair) (string, error) {
 	})
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("pod %s (uid %s): not Running after %v: %s: %w", key, pod.UID, d.timeout, r1Describe(got), err)
+		return "", &r1StuckPod{key: key, err: fmt.Errorf("pod %s (uid %s): not Running after %v: %s: %w", key, pod.UID, d.timeout, r1Describe(got), err)}
 	case failed:
 		return "", fmt.Errorf("pod %s (uid %s) went Failed: %s", key, pod.UID, r1Describe(got))
 	}
@@ -240,6 +240,16 @@ func (d *r1Driver) runPod(ctx context.Context, p *r1Pair) (string, error) {
 	})
 	return id, nil
 }
+
+// r1StuckPod: a Pod did not reach Running; the run prints what the logs
+// say about its key.
+type r1StuckPod struct {
+	key string
+	err error
+}
+
+func (e *r1StuckPod) Error() string { return e.err.Error() }
+func (e *r1StuckPod) Unwrap() error { return e.err }
 
 func r1Describe(p *corev1.Pod) string {
 	if p == nil {
