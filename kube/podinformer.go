@@ -23,7 +23,8 @@ var writtenBack = []string{AnnClaimID, AnnDeadline}
 // a second full sync of its Pod, whose deep comparisons (go-cmp over the
 // whole object) were about a fifth of the process's CPU in a 1,000-Pod
 // burst, and which can only conclude that nothing changed: the provider's
-// own copy already carries those annotations.
+// own copy already carries those annotations. It also hands an update
+// that changes the Pod's UID over as a delete and a create (see OnUpdate).
 type echoFilteredPods struct {
 	corev1informers.PodInformer
 }
@@ -55,6 +56,17 @@ type echoFilter struct {
 func (f echoFilter) OnUpdate(oldObj, newObj any) {
 	o, ok1 := oldObj.(*corev1.Pod)
 	n, ok2 := newObj.(*corev1.Pod)
+	if ok1 && ok2 && o.UID != n.UID {
+		// A relist found the key held by a new generation: the old Pod's
+		// delete and the new one's create happened while the watch was
+		// down. virtual-kubelet compares an update's old and new Pods
+		// without their UIDs, and drops one whose spec, labels and
+		// annotations match (its sync would then never create the new
+		// Pod). It is handed over as what it is: a delete, then a create.
+		f.ResourceEventHandler.OnDelete(oldObj)
+		f.ResourceEventHandler.OnAdd(newObj, false)
+		return
+	}
 	if ok1 && ok2 && onlyWrittenBackChanged(o, n) {
 		return
 	}
