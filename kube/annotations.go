@@ -19,6 +19,12 @@ const (
 	// AnnDeadline is written back with the claim: the lease end the node
 	// granted (RFC 3339, UTC), moved by every renewal.
 	AnnDeadline = "sandbox.cocoonstack.io/deadline"
+	// AnnPodUID is the UID of the Pod generation this node serves under
+	// the Pod's name, written back with the Pod's first status. It is what
+	// tells virtual-kubelet, which compares Pods without their UIDs, that a
+	// same-name replacement is not the Pod it already handed over (see
+	// stampGeneration).
+	AnnPodUID = "sandbox.cocoonstack.io/pod-uid"
 
 	RuntimeSandboxd = "sandboxd"
 	DefaultTTL      = 86400

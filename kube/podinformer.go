@@ -14,7 +14,7 @@ import (
 
 // writtenBack are the annotations this provider writes on its own Pods, in
 // the same status write that pushes the claim (or its renewal).
-var writtenBack = []string{AnnClaimID, AnnDeadline}
+var writtenBack = []string{AnnClaimID, AnnDeadline, AnnPodUID}
 
 // echoFilteredPods is the Pod informer handed to virtual-kubelet's pod
 // controller. It drops the one update event that is only the echo of this

@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/testkit"
+)
+
+// A Pending Pod is deleted and a same-name replacement, identical in spec,
+// is created before virtual-kubelet's worker takes the key: the two
+// informer events make one sync. virtual-kubelet then never calls DeletePod
+// for the old Pod; it asks GetPod, and calls UpdatePod only if the Pod it
+// gets differs from the new one in spec, labels or annotations (it does
+// not compare UIDs). The replacement must still be claimed and run.
+//
+// The worker is held deterministically: virtual-kubelet runs one sync
+// worker here, and it is kept busy deleting another Pod whose owner GET
+// the proxy holds. A Pod created after the replacement shows that both of
+// its events reached the queue (the Pod watch is ordered).
+func TestReplacementSyncedTogetherWithTheDeleteItReplacesRuns(t *testing.T) {
+	proxy := newR2Proxy(t)
+	margs, scrapeURL := metricsArgs(t)
+	n := startNode(t, sim.Config{Pools: map[pool.Key]int{{Template: "default"}: 8}},
+		append(margs, "--kubeconfig", proxy.Kubeconfig, "--vk-workers", "1")...)
+	ns := newNamespace(t)
+
+	// The blocker holds a VM, so its delete asks its owner.
+	blocker := createOwner(t, ns, "blocker")
+	createPod(t, sandboxPod(ns, "blocker", n.Name, ownedBy(blocker)))
+	waitRunning(t, ns, "blocker")
+
+	// The Pod to replace stays Pending: sandboxd answers every claim 429.
+	n.Sim.SetDraining(true)
+	owner := createOwner(t, ns, "same")
+	old := createPod(t, sandboxPod(ns, "same", n.Name, ownedBy(owner)))
+	waitPod(t, ns, "same", "Pending with a reason", func(p *corev1.Pod) bool {
+		return p.UID == old.UID && p.Status.Phase == corev1.PodPending && p.Status.Reason != ""
+	})
+
+	proxy.hold()
+	deletePod(t, ns, "blocker")
+	testkit.WaitForCtx(t, waitFor, "the sync worker held in the blocker's owner GET", func(context.Context) (bool, error) {
+		return proxy.held.Load() >= 1, nil
+	})
+	adds := func() float64 {
+		v, _ := metricSum(t, scrapeURL, "vksandbox_vk_queue_adds_total", `queue="syncPodsFromKubernetes"`)
+		return v
+	}
+	before := adds()
+	deletePod(t, ns, "same")
+	replacement := createPod(t, sandboxPod(ns, "same", n.Name, ownedBy(owner)))
+	createPod(t, sandboxPod(ns, "after", n.Name))
+	// The old Pod's delete and "after" each add a key; the replacement's
+	// create finds its key queued already, and came before "after".
+	testkit.WaitForCtx(t, waitFor, "the delete and the replacement queued behind the held worker", func(context.Context) (bool, error) {
+		return adds() >= before+2, nil
+	})
+	proxy.release()
+	n.Sim.SetDraining(false)
+
+	got := waitPod(t, ns, "same", "replacement Running", func(p *corev1.Pod) bool {
+		return p.UID == replacement.UID && isRunning(p)
+	})
+	waitRunning(t, ns, "after")
+	if got.Status.Reason != "" {
+		t.Fatalf("pod %s/same: Running with reason %q", ns, got.Status.Reason)
+	}
+	if claims := n.counter("claim_ok"); claims != 3 {
+		t.Fatalf("sandboxd made %d VMs, want 3 (blocker, the replacement, after): the replaced Pod's VM must not be claimed twice", claims)
+	}
+}
