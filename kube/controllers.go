@@ -56,22 +56,9 @@ type controllerConfig struct {
 
 func newControllers(c controllerConfig) (*controllers, error) {
 	pods := informers.NewSharedInformerFactoryWithOptions(c.client, informerResync, nodeutil.PodInformerFilter(c.spec.Name))
-	// Never started (see controllers).
-	unused := informers.NewSharedInformerFactory(c.client, 0).Core().V1()
-	pcCfg := node.PodControllerConfig{
-		PodClient:                 c.client.CoreV1(),
-		EventRecorder:             c.recorder,
-		Provider:                  c.provider,
-		PodInformer:               echoFilteredPods{pods.Core().V1().Pods()},
-		SecretInformer:            unused.Secrets(),
-		ConfigMapInformer:         unused.ConfigMaps(),
-		ServiceInformer:           unused.Services(),
-		SkipDownwardAPIResolution: true,
-	}
-	for _, o := range c.overrides {
-		if err := o(&pcCfg); err != nil {
-			return nil, err
-		}
+	pcCfg, err := podControllerConfig(c, pods)
+	if err != nil {
+		return nil, err
 	}
 	pc, err := node.NewPodController(pcCfg)
 	if err != nil {
@@ -84,6 +71,43 @@ func newControllers(c controllerConfig) (*controllers, error) {
 		return nil, fmt.Errorf("node controller: %w", err)
 	}
 	return &controllers{pods: pc, node: nc, informers: pods, status: status, spec: c.spec, workers: c.workers, ready: make(chan struct{})}, nil
+}
+
+// podControllerConfig is the pod controller's configuration: this node's
+// Pod informer behind the echo filter, informers that never start for
+// what env resolution would need, and a status queue that does not give up.
+func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactory) (node.PodControllerConfig, error) {
+	// Never started (see controllers).
+	unused := informers.NewSharedInformerFactory(c.client, 0).Core().V1()
+	pcCfg := node.PodControllerConfig{
+		PodClient:                 c.client.CoreV1(),
+		EventRecorder:             c.recorder,
+		Provider:                  c.provider,
+		PodInformer:               echoFilteredPods{pods.Core().V1().Pods()},
+		SecretInformer:            unused.Secrets(),
+		ConfigMapInformer:         unused.ConfigMaps(),
+		ServiceInformer:           unused.Services(),
+		SkipDownwardAPIResolution: true,
+		// A Pod's status write is retried for as long as the Pod exists
+		// (the handler returns nil once the informer no longer shows it),
+		// backing off per Pod up to the limiter's cap. virtual-kubelet's
+		// default gives up after 20 tries, about 4 minutes at a 30 s cap,
+		// and the provider pushes a claim's Running status once: an
+		// apiserver outage longer than that would leave a claimed Pod
+		// Pending for good, its VM held. A kubelet's status manager does
+		// not give up either.
+		SyncPodStatusFromProviderShouldRetryFunc: retryWhileThePodExists,
+	}
+	for _, o := range c.overrides {
+		if err := o(&pcCfg); err != nil {
+			return node.PodControllerConfig{}, err
+		}
+	}
+	return pcCfg, nil
+}
+
+func retryWhileThePodExists(context.Context, string, int, time.Time, error) (*time.Duration, error) {
+	return nil, nil // nil delay: the queue's per-item backoff decides when
 }
 
 // run starts the Pod informer and the pod controller, then, once the pod
