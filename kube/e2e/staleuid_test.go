@@ -145,6 +145,9 @@ func TestReplacementArrivingAsAnUpdateInTheSameSecondIsCreated(t *testing.T) {
 	if err := r.prov.UpdatePod(ctx, podB); err != nil {
 		t.Fatal(err)
 	}
+	if p, err := r.prov.GetPod(ctx, r.ns, "same"); err != nil || p.UID != "uid-b" {
+		t.Fatalf("after UpdatePod of uid-b the node holds %+v (%v): the replacement was taken for a stale update", p, err)
+	}
 	b := r.running(t, "same", "uid-b")
 	if a.Annotations[kube.AnnClaimID] != b.Annotations[kube.AnnClaimID] {
 		t.Fatalf("uid-b runs %s, want uid-a's VM %s adopted", b.Annotations[kube.AnnClaimID], a.Annotations[kube.AnnClaimID])
@@ -166,5 +169,49 @@ func TestReplacementArrivingAsAnUpdateInTheSameSecondIsCreated(t *testing.T) {
 	}
 	if p, err := r.prov.GetPod(ctx, r.ns, "same"); err != nil || p.UID != "uid-b" || p.Status.Phase != corev1.PodRunning {
 		t.Fatalf("a deleted generation's late update displaced the current Pod: %+v err=%v", p, err)
+	}
+}
+
+// A transaction still running for a replaced generation must not report
+// it on the replacement: the old Pod's claim finishes after the new Pod,
+// of another owner, took the key, and its Running push is dropped (the
+// cache re-checks the UID under its lock). Otherwise the new Pod would be
+// shown Running on a VM that another owner's Pod claimed, and its own
+// owner-conflict wait could never undo it (Pending never regresses
+// Running).
+func TestAReplacedGenerationsClaimIsNotReportedOnItsReplacement(t *testing.T) {
+	r := newStaleRig(t)
+	ctx := t.Context()
+	podA := sandboxPod(r.ns, "swap", "n", ownedBy(createOwner(t, r.ns, "owner-a")))
+	podA.UID, podA.CreationTimestamp = types.UID("uid-a"), metav1.Now()
+	podB := sandboxPod(r.ns, "swap", "n", ownedBy(createOwner(t, r.ns, "owner-b")))
+	podB.UID, podB.CreationTimestamp = types.UID("uid-b"), podA.CreationTimestamp
+
+	release := r.sim.HoldNextClaim()
+	t.Cleanup(release)
+	if err := r.prov.CreatePod(ctx, podA); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitForCtx(t, waitFor, "uid-a's claim held at sandboxd", func(context.Context) (bool, error) {
+		return r.sim.Counters()["claim"] == 1, nil
+	})
+	// virtual-kubelet hands the replacement over as an update (see
+	// TestReplacementArrivingAsAnUpdateInTheSameSecondIsCreated).
+	if err := r.prov.UpdatePod(ctx, podB); err != nil {
+		t.Fatal(err)
+	}
+	release()
+
+	var got *corev1.Pod
+	testkit.WaitForCtx(t, waitFor, "uid-b Running or waiting for owner-a", func(ctx context.Context) (bool, error) {
+		got, _ = r.prov.GetPod(ctx, r.ns, "swap")
+		return got != nil && got.UID == "uid-b" &&
+			(got.Status.Phase == corev1.PodRunning || got.Status.Reason == pipeline.ReasonOwnerConflict), nil
+	})
+	if got.Status.Phase == corev1.PodRunning {
+		t.Fatalf("uid-b is reported Running on VM %s, which uid-a (owner-a) claimed", got.Annotations[kube.AnnClaimID])
+	}
+	if c, ok := r.eng.Lookup(r.ns + "/swap"); !ok || c.PodUID != "uid-a" {
+		t.Fatalf("claim = %+v, want uid-a's, kept for owner-a", c)
 	}
 }
