@@ -25,6 +25,7 @@ func TestOnlyTheEchoOfTheProvidersOwnWriteIsDropped(t *testing.T) {
 		p.ResourceVersion = "2"
 		p.Annotations[AnnClaimID] = "sb_1"
 		p.Annotations[AnnDeadline] = "2026-12-05T00:00:00Z"
+		p.Annotations[AnnPodUID] = string(p.UID)
 		p.Status.Phase = corev1.PodRunning
 	}
 	now := metav1.Now()
@@ -34,6 +35,11 @@ func TestOnlyTheEchoOfTheProvidersOwnWriteIsDropped(t *testing.T) {
 		dropped bool
 	}{
 		{"claim written back", claimed, true},
+		{"a Pending status written back", func(p *corev1.Pod) {
+			p.ResourceVersion = "2"
+			p.Annotations[AnnPodUID] = string(p.UID)
+			p.Status.Reason = "SandboxCapacityMiss"
+		}, true},
 		{"lease renewed", func(p *corev1.Pod) { claimed(p); p.Annotations[AnnDeadline] = "2026-12-06T00:00:00Z" }, true},
 		{"resync, nothing changed", func(p *corev1.Pod) {}, false},
 		{"status only, by anyone", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, false},
