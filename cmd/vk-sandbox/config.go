@@ -35,6 +35,7 @@ type config struct {
 	NodeLabels                   string
 	KubeAPIQPS                   float64
 	KubeAPIContentType           string
+	KubeAPICompression           bool
 	Profiling                    bool
 	NormalEvents                 bool
 	KubeAPIBurst                 int
@@ -101,6 +102,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", 1000, "client-side QPS limit towards the apiserver, per client; each Running Pod costs one status write")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 2000, "client-side burst towards the apiserver, per client")
 	fs.StringVar(&c.KubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "encoding of requests to the apiserver and of its answers and watch events for built-in types: "+runtime.ContentTypeProtobuf+" or "+runtime.ContentTypeJSON+" (custom resources are always JSON)")
+	fs.BoolVar(&c.KubeAPICompression, "kube-api-compression", false, "ask the apiserver to gzip its answers and watch streams; off by default: a node's own Pod watch is small and near, and compressing it costs CPU at both ends")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file; it wins over $KUBECONFIG (a list of files), in-cluster config and ~/.kube/config, in that order")
 	fs.IntVar(&c.Shards, "shards", defaultShards, "claim pipeline shards (queues keyed by Pod UID)")
 	fs.IntVar(&c.WorkersPerShard, "workers-per-shard", defaultWorkersPerShard, "claim workers per shard")

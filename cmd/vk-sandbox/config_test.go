@@ -131,6 +131,31 @@ func TestKubeAPIContentType(t *testing.T) {
 			t.Errorf("%v: content type %q, accept %q; want %q, %q", tc.args, rc.ContentType, rc.AcceptContentTypes, tc.content, tc.acceptable)
 		}
 	}
+}
+
+// Compression is off unless asked for: the apiserver then sends the watch
+// plain instead of gzipping every flush.
+func TestKubeAPICompression(t *testing.T) {
+	p := writeKubeconfig(t, filepath.Join(t.TempDir(), "kubeconfig"), "https://k:6443")
+	for _, tc := range []struct {
+		args    []string
+		disable bool
+	}{
+		{nil, true},
+		{[]string{"--kube-api-compression"}, false},
+	} {
+		c, err := parseFlags(append([]string{"--kubeconfig=" + p}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := restConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc.DisableCompression != tc.disable {
+			t.Errorf("%v: DisableCompression = %v, want %v", tc.args, rc.DisableCompression, tc.disable)
+		}
+	}
 	if _, err := parseFlags([]string{"--kube-api-content-type=application/yaml"}); err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
 		t.Errorf("application/yaml: %v, want an error naming the flag", err)
 	}

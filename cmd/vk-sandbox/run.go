@@ -236,6 +236,10 @@ func restConfig(cfg *config) (*rest.Config, error) {
 	rc.QPS = float32(cfg.KubeAPIQPS)
 	rc.Burst = cfg.KubeAPIBurst
 	kube.UseContentType(rc, cfg.KubeAPIContentType)
+	// The apiserver gzips each flush of a watch for a client that accepts
+	// it: in a 3,000-Pod burst that was 2.5% of this process's CPU and 1.9%
+	// of the apiserver's, for a stream that stays inside the cluster.
+	rc.DisableCompression = !cfg.KubeAPICompression
 	rc.UserAgent = "vk-sandbox/" + version
 	return rc, nil
 }
