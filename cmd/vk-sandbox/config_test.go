@@ -119,14 +119,7 @@ func TestKubeAPIContentType(t *testing.T) {
 		{nil, "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf,application/json"},
 		{[]string{"--kube-api-content-type=application/json"}, "application/json", "application/json"},
 	} {
-		c, err := parseFlags(append([]string{"--kubeconfig=" + p}, tc.args...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := restConfig(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc := restConfigOf(t, append([]string{"--kubeconfig=" + p}, tc.args...)...)
 		if rc.ContentType != tc.content || rc.AcceptContentTypes != tc.acceptable {
 			t.Errorf("%v: content type %q, accept %q; want %q, %q", tc.args, rc.ContentType, rc.AcceptContentTypes, tc.content, tc.acceptable)
 		}
@@ -144,14 +137,7 @@ func TestKubeAPICompression(t *testing.T) {
 		{nil, true},
 		{[]string{"--kube-api-compression"}, false},
 	} {
-		c, err := parseFlags(append([]string{"--kubeconfig=" + p}, tc.args...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := restConfig(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc := restConfigOf(t, append([]string{"--kubeconfig=" + p}, tc.args...)...)
 		if rc.DisableCompression != tc.disable {
 			t.Errorf("%v: DisableCompression = %v, want %v", tc.args, rc.DisableCompression, tc.disable)
 		}
@@ -159,6 +145,21 @@ func TestKubeAPICompression(t *testing.T) {
 	if _, err := parseFlags([]string{"--kube-api-content-type=application/yaml"}); err == nil || !strings.Contains(err.Error(), "--kube-api-content-type") {
 		t.Errorf("application/yaml: %v, want an error naming the flag", err)
 	}
+}
+
+// restConfigOf is the apiserver client configuration the binary builds
+// from args.
+func restConfigOf(t *testing.T, args ...string) *rest.Config {
+	t.Helper()
+	c, err := parseFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := restConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
 
 // writeKubeconfig writes, at p, a kubeconfig for server with a bearer
