@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/otlptranslator"
 	vktrace "github.com/virtual-kubelet/virtual-kubelet/trace"
-	vkotel "github.com/virtual-kubelet/virtual-kubelet/trace/opentelemetry"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -115,11 +114,9 @@ func Setup(ctx context.Context, c Config) (*Telemetry, error) {
 	otel.SetMeterProvider(mp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 		propagation.TraceContext{}, propagation.Baggage{}))
-	// virtual-kubelet v1.14 traces through its own trace.T; its OTel
-	// adapter starts spans from otel.Tracer (the global provider set just
-	// above), so node-controller spans become children of whatever span
-	// is in the ctx it is handed.
-	vktrace.T = vkotel.Adapter{}
+	// virtual-kubelet v1.14 traces through its own trace.T (see vkTracer),
+	// from the global provider set just above.
+	vktrace.T = newVKTracer()
 
 	return &Telemetry{
 		TracerProvider:  tp,
