@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
@@ -11,10 +10,7 @@ import (
 )
 
 func TestVirtualKubeletLinesReachOurLogger(t *testing.T) {
-	prev := vklog.L
-	defer func() { vklog.L = prev }()
-	var buf bytes.Buffer
-	InstallVirtualKubeletLogger(NewLogger(&buf, slog.LevelInfo, true))
+	buf := captureVKLog(t, slog.LevelInfo)
 	vklog.L.WithField("pod", "ns/p").WithError(errors.New("boom")).Warnf("status update failed: %d", 409)
 	vklog.L.Debug("below the level")
 	out := buf.String()
