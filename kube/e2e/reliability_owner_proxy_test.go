@@ -37,6 +37,9 @@ type r2Proxy struct {
 	abandoned   atomic.Int64 // held owner GETs the client gave up on (its timeout)
 	ownerErrors atomic.Int64 // owner GETs the apiserver could not serve
 	otherErrors atomic.Int64 // any other request the apiserver could not serve
+
+	podsCut     atomic.Bool  // see cutPodWatch
+	podsRefused atomic.Int64 // Pod watches and lists refused while cut
 }
 
 func newR2Proxy(t *testing.T) *r2Proxy {
@@ -100,6 +103,19 @@ func isOwnerGet(r *http.Request) bool {
 }
 
 func (p *r2Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.podsCut.Load() && r.Method == http.MethodGet && r.URL.Path == "/api/v1/pods" {
+		p.podsRefused.Add(1)
+		if r.URL.Query().Get("watch") != "" {
+			// As the apiserver answers a watch from a resource version it
+			// no longer holds: the client must list again.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusGone)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","message":"too old resource version","code":410}`)
+			return
+		}
+		http.Error(w, "apiserver unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	if isOwnerGet(r) {
 		p.ownerGets.Add(1)
 		if gate := p.gateChan(); gate != nil {
@@ -141,3 +157,14 @@ func (p *r2Proxy) release() {
 		p.gate = nil
 	}
 }
+
+// cutPodWatch ends the node's Pod watch (it closes every connection of
+// the node) and, until restorePodWatch, answers its Pod watches 410 Gone
+// and its Pod lists 503. Its informer then misses whatever happens to its
+// Pods meanwhile, and catches up by a relist once restored.
+func (p *r2Proxy) cutPodWatch() {
+	p.podsCut.Store(true)
+	p.srv.CloseClientConnections()
+}
+
+func (p *r2Proxy) restorePodWatch() { p.podsCut.Store(false) }
