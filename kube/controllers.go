@@ -75,7 +75,8 @@ func newControllers(c controllerConfig) (*controllers, error) {
 
 // podControllerConfig is the pod controller's configuration: this node's
 // Pod informer behind the echo filter, informers that never start for
-// what env resolution would need, and a status queue that does not give up.
+// what env resolution would need, and status and delete queues that do
+// not give up while the Pod exists.
 func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactory) (node.PodControllerConfig, error) {
 	// Never started (see controllers).
 	unused := informers.NewSharedInformerFactory(c.client, 0).Core().V1()
@@ -88,15 +89,17 @@ func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactor
 		ConfigMapInformer:         unused.ConfigMaps(),
 		ServiceInformer:           unused.Services(),
 		SkipDownwardAPIResolution: true,
-		// A Pod's status write is retried for as long as the Pod exists
-		// (the handler returns nil once the informer no longer shows it),
-		// backing off per Pod up to the limiter's cap. virtual-kubelet's
-		// default gives up after 20 tries, about 4 minutes at a 30 s cap,
-		// and the provider pushes a claim's Running status once: an
-		// apiserver outage longer than that would leave a claimed Pod
-		// Pending for good, its VM held. A kubelet's status manager does
-		// not give up either.
+		// A Pod's status write, and the final delete of a Pod the node
+		// has let go, are retried for as long as the Pod exists (both
+		// handlers return nil once the informer no longer shows it, or
+		// shows another UID), backing off per Pod up to the limiter's cap.
+		// virtual-kubelet's default gives up after 20 tries, about 4
+		// minutes at a 30 s cap. The provider pushes a claim's Running
+		// status once, so an apiserver outage longer than that would leave
+		// a claimed Pod Pending for good, its VM held; and a deleted Pod
+		// would stay Terminating. A kubelet does not give up either.
 		SyncPodStatusFromProviderShouldRetryFunc: retryWhileThePodExists,
+		DeletePodsFromKubernetesShouldRetryFunc:  retryWhileThePodExists,
 	}
 	for _, o := range c.overrides {
 		if err := o(&pcCfg); err != nil {
