@@ -78,11 +78,10 @@ func drainStdin(ctx context.Context, stdin io.Reader, limit time.Duration) {
 		defer close(done)
 		_, _ = io.Copy(io.Discard, stdin)
 	}()
-	t := time.NewTimer(limit)
-	defer t.Stop()
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	select {
 	case <-done:
-	case <-t.C:
 	case <-ctx.Done():
 	}
 }

@@ -184,3 +184,18 @@ func assertResource(t *testing.T, res *resource.Resource, want map[string]string
 		}
 	}
 }
+
+// logHas fails t unless out contains every one of want and none of absent.
+func logHas(t *testing.T, out string, want []string, absent ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("log lacks %s: %s", w, out)
+		}
+	}
+	for _, a := range absent {
+		if strings.Contains(out, a) {
+			t.Errorf("log has %q, which should not have passed: %s", a, out)
+		}
+	}
+}

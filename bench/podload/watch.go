@@ -20,15 +20,18 @@ import (
 // stream is reopened from the last resource version seen. The event
 // receipt time is the observation time.
 func Watch(ctx context.Context, cs kubernetes.Interface, ns string, sel metav1.ListOptions, t *Tracker) (stop func(), err error) {
-	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector})
+	first := sel
+	first.Limit = 1
+	l, err := cs.CoreV1().Pods(ns).List(ctx, first)
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	open := func(rv string) (watch.Interface, error) {
 		timeout := int64(3600)
-		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, LabelSelector: sel.LabelSelector,
-			FieldSelector: sel.FieldSelector, TimeoutSeconds: &timeout, AllowWatchBookmarks: true})
+		o := sel
+		o.ResourceVersion, o.TimeoutSeconds, o.AllowWatchBookmarks = rv, &timeout, true
+		return cs.CoreV1().Pods(ns).Watch(ctx, o)
 	}
 	w, err := open(l.ResourceVersion)
 	if err != nil {
