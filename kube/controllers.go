@@ -81,7 +81,7 @@ func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactor
 	// Never started (see controllers).
 	unused := informers.NewSharedInformerFactory(c.client, 0).Core().V1()
 	pcCfg := node.PodControllerConfig{
-		PodClient:                 c.client.CoreV1(),
+		PodClient:                 undecodedStatusPods{c.client.CoreV1()},
 		EventRecorder:             c.recorder,
 		Provider:                  c.provider,
 		PodInformer:               echoFilteredPods{pods.Core().V1().Pods()},

@@ -35,3 +35,16 @@ func TestPodStatusWritesAndDeletesAreRetriedPastVirtualKubeletsLimit(t *testing.
 		}
 	}
 }
+
+// virtual-kubelet discards the Pod a status write answers with: the pod
+// controller writes through the client that does not decode it.
+func TestPodStatusWritesDoNotDecodeTheAnswer(t *testing.T) {
+	client := fake.NewClientset()
+	cfg, err := podControllerConfig(controllerConfig{client: client, spec: newNodeSpec("n")}, informers.NewSharedInformerFactory(client, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.PodClient.(undecodedStatusPods); !ok {
+		t.Fatalf("the pod controller writes through %T, want undecodedStatusPods", cfg.PodClient)
+	}
+}
