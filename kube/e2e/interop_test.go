@@ -217,10 +217,15 @@ func TestInteropAgentSandboxController(t *testing.T) {
 	}
 
 	// The Pod alone goes (an eviction, a drain): the owner is alive, so the
-	// VM is preserved; the controller recreates the Pod and it adopts it.
+	// VM is kept; the controller recreates the Pod and it adopts it. The
+	// controller recreates at once, so virtual-kubelet may see the delete
+	// and the create as one sync and hand the new Pod over as an update:
+	// then no delete decision is taken, and the adoption is the only trace.
 	step("Sandbox Ready")
 	deleteControlledPod(t, first)
-	waitPreserved(t, n, ns+"/agent")
+	testkit.WaitForCtx(t, waitFor, "the recreated Pod adopts the claim", func(testingCtx) (bool, error) {
+		return containsLine(n.vk.Log(), "adopted claim in place", ns+"/agent"), nil
+	})
 	second := waitPod(t, ns, "agent", "recreated and Running", func(p *corev1.Pod) bool { return p.UID != first.UID && isRunning(p) })
 	if second.Annotations[kube.AnnClaimID] != id || second.Status.PodIP != host {
 		t.Fatalf("recreated Pod has claim %s at %s, want the same VM %s at %s", second.Annotations[kube.AnnClaimID], second.Status.PodIP, id, host)
