@@ -47,15 +47,20 @@ func statusServer(t *testing.T, code int, reason metav1.StatusReason) (*httptest
 	return srv, &got
 }
 
-func statusWriterFor(t *testing.T, srv *httptest.Server) undecodedStatusPods {
-	t.Helper()
-	rc := &rest.Config{Host: srv.URL}
-	UseContentType(rc, runtime.ContentTypeJSON)
+// coreClientFor is a typed client of srv, unthrottled, speaking contentType.
+func coreClientFor(tb testing.TB, srv *httptest.Server, contentType string) corev1client.CoreV1Interface {
+	tb.Helper()
+	rc := &rest.Config{Host: srv.URL, QPS: -1}
+	UseContentType(rc, contentType)
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return undecodedStatusPods{cs.CoreV1()}
+	return cs.CoreV1()
+}
+
+func statusWriterFor(t *testing.T, srv *httptest.Server) undecodedStatusPods {
+	return undecodedStatusPods{coreClientFor(t, srv, runtime.ContentTypeJSON)}
 }
 
 func TestStatusWriteSendsThePodAndReturnsItUndecoded(t *testing.T) {
@@ -114,13 +119,8 @@ func BenchmarkStatusWrite(b *testing.B) {
 		_, _ = w.Write(answer)
 	}))
 	b.Cleanup(srv.Close)
-	rc := &rest.Config{Host: srv.URL, QPS: -1}
-	UseContentType(rc, runtime.ContentTypeProtobuf)
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for name, pods := range map[string]corev1client.PodsGetter{"typed": cs.CoreV1(), "undecoded": undecodedStatusPods{cs.CoreV1()}} {
+	core := coreClientFor(b, srv, runtime.ContentTypeProtobuf)
+	for name, pods := range map[string]corev1client.PodsGetter{"typed": core, "undecoded": undecodedStatusPods{core}} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
