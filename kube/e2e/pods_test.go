@@ -131,6 +131,16 @@ func TestSandboxPodGoesRunningWithTheVMAddress(t *testing.T) {
 	if p.Status.StartTime == nil {
 		t.Fatal("no startTime")
 	}
+	// The node caches Pods without managedFields and writes status from
+	// that copy: the apiserver still records who wrote what.
+	var creator, status bool
+	for _, m := range p.ManagedFields {
+		creator = creator || (m.Subresource == "" && m.FieldsV1 != nil)
+		status = status || (m.Subresource == "status" && m.FieldsV1 != nil)
+	}
+	if !creator || !status {
+		t.Errorf("managedFields lost an entry (creator %v, status writer %v): %+v", creator, status, p.ManagedFields)
+	}
 	// startTime is the claim time and never moves between reads.
 	again, _ := cs.CoreV1().Pods(ns).Get(context.Background(), "sb", metav1.GetOptions{})
 	if !again.Status.StartTime.Equal(p.Status.StartTime) {
