@@ -29,7 +29,19 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 	defer b.cleanup(r.Namespace)
 
 	var node *vkNode
-	if mode != modeBare {
+	if mode == modeNull {
+		r.Node = fmt.Sprintf("burst-null-%d-%d", os.Getpid(), b.seq)
+		nn, err := startNullNode(ctx, b.nullBin, b.env.Kubeconfig, r.Node, b.o.contentType, filepath.Join(b.dir, r.Node+".log"))
+		if err != nil {
+			return failed(err)
+		}
+		defer func() {
+			if err := nn.stop(); err != nil {
+				logf("nullnode exit: %v", err)
+			}
+		}()
+	}
+	if isProvider(mode) {
 		r.Node = fmt.Sprintf("burst-vk-%d-%d", os.Getpid(), b.seq)
 		dir := filepath.Join(b.dir, r.Node)
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -56,7 +56,7 @@ func parseOptions() (*options, error) {
 	o := &options{}
 	var sizes, modes, vkArgs, vkEnv string
 	flag.StringVar(&sizes, "n", "100,1000", "comma-separated burst sizes")
-	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeDefault}, ","), "comma-separated modes: bare, provider, provider-default-limiters")
+	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeDefault}, ","), "comma-separated modes: bare, provider, provider-default-limiters, null-node (not by default: a node that only watches its Pods and writes them Running, the floor of vk-sandbox's CPU per Pod)")
 	flag.DurationVar(&o.claimLatency, "claim-latency", 500*time.Microsecond, "emulator claim latency (sim.Config.ClaimLatency)")
 	flag.StringVar(&o.out, "out", "bench/results/burst-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the per-Pod CSV goes beside it with a .csv extension")
 	flag.BoolVar(&o.keep, "keep", false, "leave the control plane up after the runs, print KUBECONFIG, wait for ^C")
@@ -79,7 +79,7 @@ func parseOptions() (*options, error) {
 	}
 	for m := range strings.SplitSeq(modes, ",") {
 		m = strings.TrimSpace(m)
-		if m != modeBare && m != modeProvider && m != modeDefault {
+		if m != modeBare && m != modeProvider && m != modeDefault && m != modeNull {
 			return nil, fmt.Errorf("-modes: unknown mode %q", m)
 		}
 		o.modes = append(o.modes, m)
@@ -162,12 +162,13 @@ type runResult struct {
 }
 
 type bench struct {
-	o     *options
-	env   *kubetest.Env
-	cs    kubernetes.Interface
-	vkBin string
-	dir   string
-	seq   int
+	o       *options
+	env     *kubetest.Env
+	cs      kubernetes.Interface
+	vkBin   string
+	nullBin string
+	dir     string
+	seq     int
 }
 
 func run(ctx context.Context, o *options) error {
@@ -180,7 +181,13 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer os.RemoveAll(dir)
 	b := &bench{o: o, dir: dir}
-	if slices.ContainsFunc(o.modes, func(m string) bool { return m != modeBare }) {
+	if slices.Contains(o.modes, modeNull) {
+		logf("building ./bench/nullnode")
+		if b.nullBin, err = buildNullNode(ctx, dir); err != nil {
+			return err
+		}
+	}
+	if slices.ContainsFunc(o.modes, isProvider) {
 		b.vkBin = filepath.Join(dir, "vk-sandbox")
 		logf("building ./cmd/vk-sandbox")
 		if err := kubetest.BuildVKSandbox(ctx, b.vkBin, false); err != nil {

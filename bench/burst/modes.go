@@ -21,8 +21,12 @@ const (
 	modeBare     = "bare"
 	modeProvider = "provider"
 	modeDefault  = "provider-default-limiters"
+	modeNull     = "null-node"
 	rootToken    = "burst-root-token-0123456789abcdef"
 )
+
+// isProvider reports whether mode runs vk-sandbox.
+func isProvider(mode string) bool { return mode == modeProvider || mode == modeDefault }
 
 // vkNode is one emulator plus one vk-sandbox process (kubetest.VKSandbox).
 type vkNode struct {

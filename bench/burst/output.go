@@ -63,7 +63,7 @@ func printTable(w *os.File, runs []runResult) {
 			done += " TIMEOUT"
 		}
 		claims := "-"
-		if r.Mode != modeBare {
+		if isProvider(r.Mode) {
 			claims = strconv.FormatInt(r.Claims, 10)
 			if !r.ClaimsOK {
 				claims += " (!)"
@@ -94,17 +94,18 @@ func printTable(w *os.File, runs []runResult) {
 
 	fmt.Fprintln(w, "\nCPU seconds during the burst (first create to last Running seen), by process; busy = machine / (watch_s x cores):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tmode\tharness\tkube-apiserver\tetcd\tvk-sandbox\tother\tmachine\tbusy\t")
+	fmt.Fprintln(tw, "N\tmode\tharness\tkube-apiserver\tetcd\tnode\tnode ms per Pod\tother\tmachine\tbusy\t")
 	for _, r := range runs {
 		c := r.CPU
 		busy := "-"
 		if r.WallS > 0 {
 			busy = fmt.Sprintf("%.0f%%", 100*c["machine"]/(r.WatchS*float64(runtime.NumCPU())))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", r.N, r.Mode,
-			c["harness"], c["kube-apiserver"], c["etcd"], c["vk-sandbox"], c["other"], c["machine"], busy)
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.2f\t%.2f\t%s\t\n", r.N, r.Mode,
+			c["harness"], c["kube-apiserver"], c["etcd"], nodeCPU(r), 1000*nodeCPU(r)/float64(r.N), c["other"], c["machine"], busy)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "node: vk-sandbox, or bench/nullnode in null-node mode (the API work of a node alone)")
 
 	fmt.Fprintln(w, "\napiserver requests during the burst (apiserver_request_total delta, top 8):")
 	for _, r := range runs {
@@ -136,10 +137,20 @@ func printTable(w *os.File, runs []runResult) {
 		return s
 	}
 	for _, n := range sizes {
-		fmt.Fprintf(w, "N=%d  provider/bare = %s   default-limiters/provider = %s\n", n,
-			ratio(n, modeProvider, modeBare), ratio(n, modeDefault, modeProvider))
+		fmt.Fprintf(w, "N=%d  provider/bare = %s   default-limiters/provider = %s   null-node/bare = %s\n", n,
+			ratio(n, modeProvider, modeBare), ratio(n, modeDefault, modeProvider), ratio(n, modeNull, modeBare))
+		if p, ok := byKey[fmt.Sprint(n, modeProvider)]; ok {
+			if z, ok := byKey[fmt.Sprint(n, modeNull)]; ok && nodeCPU(z) > 0 {
+				fmt.Fprintf(w, "N=%d  node CPU per Pod: provider / null-node = %.2f (%.3f / %.3f ms)\n", n,
+					nodeCPU(p)/nodeCPU(z), 1000*nodeCPU(p)/float64(n), 1000*nodeCPU(z)/float64(n))
+			}
+		}
 	}
 }
+
+// nodeCPU is the CPU seconds of the run's node process: vk-sandbox, or
+// bench/nullnode.
+func nodeCPU(r runResult) float64 { return r.CPU["vk-sandbox"] + r.CPU["nullnode"] }
 
 func opt(x float64) string {
 	if x == 0 {

@@ -46,13 +46,13 @@ type options struct {
 	bare, inventory      bool
 	bareAsNodes          bool
 	out                  string
-	vkArgs               []string
+	vkArgs, vkEnv        []string
 	contentType          string
 }
 
 func parseOptions() *options {
 	o := &options{}
-	var vkArgs string
+	var vkArgs, vkEnv string
 	flag.IntVar(&o.nodes, "nodes", 20, "virtual nodes (vk-sandbox processes)")
 	flag.IntVar(&o.pods, "pods", 500, "sandbox Pods per node")
 	flag.IntVar(&o.workers, "workers", 64, "concurrent create calls, for all nodes together (and status calls in bare)")
@@ -66,8 +66,9 @@ func parseOptions() *options {
 	flag.StringVar(&o.out, "out", "bench/results/fleet-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the CSVs and SVGs go beside it")
 	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
 	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags for every node, space separated (e.g. \"--publish-inventory\")")
+	flag.StringVar(&vkEnv, "vk-env", "", "extra environment of every vk-sandbox only, space separated (e.g. \"GOMAXPROCS=1\")")
 	flag.Parse()
-	o.vkArgs = strings.Fields(vkArgs)
+	o.vkArgs, o.vkEnv = strings.Fields(vkArgs), strings.Fields(vkEnv)
 	return o
 }
 
@@ -119,6 +120,7 @@ type report struct {
 	ClaimLatency string             `json:"claim_latency"`
 	Workers      int                `json:"workers"`
 	VKArgs       []string           `json:"vk_args,omitempty"`
+	VKEnv        []string           `json:"vk_env,omitempty"`
 	ContentType  string             `json:"content_type"`
 	Bare         *fillResult        `json:"bare,omitempty"`
 	BareNodes    *fillResult        `json:"bare_as_nodes,omitempty"`
@@ -183,7 +185,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep := &report{Started: time.Now(), GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
 		Command: strings.Join(os.Args[1:], " "), Nodes: o.nodes, PodsPerNode: o.pods,
-		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs, ContentType: o.contentType}
+		ClaimLatency: o.claimLatency.String(), Workers: o.workers, VKArgs: o.vkArgs, VKEnv: o.vkEnv, ContentType: o.contentType}
 	defer f.stopNodes(rep)
 	if err := f.phases(ctx, rep); err != nil {
 		return err

@@ -45,6 +45,7 @@ func (f *fleet) startNode(i int) (*node, error) {
 		Bin: f.vkBin, Dir: dir, Node: n.name, Kubeconfig: kubeconfig, SandboxdURL: n.srv.URL, Token: rootToken,
 		Args: append([]string{"--orphan-scan-interval", "60s", "--log-level", "warn",
 			"--node-pods", strconv.Itoa(max(f.o.pods, 2000))}, f.o.vkArgs...),
+		Env: f.o.vkEnv,
 	})
 	if err == nil {
 		err = n.vk.Start()
