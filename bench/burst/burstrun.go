@@ -31,12 +31,12 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 	var node *vkNode
 	if mode == modeNull {
 		r.Node = fmt.Sprintf("burst-null-%d-%d", os.Getpid(), b.seq)
-		nn, err := startNullNode(ctx, b.nullBin, b.env.Kubeconfig, r.Node, b.o.contentType, filepath.Join(b.dir, r.Node+".log"))
+		nn, err := podload.StartNullNode(ctx, b.nullBin, b.env.Kubeconfig, r.Node, b.o.contentType, filepath.Join(b.dir, r.Node+".log"))
 		if err != nil {
 			return failed(err)
 		}
 		defer func() {
-			if err := nn.stop(); err != nil {
+			if err := nn.Stop(); err != nil {
 				logf("nullnode exit: %v", err)
 			}
 		}()

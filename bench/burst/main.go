@@ -183,7 +183,7 @@ func run(ctx context.Context, o *options) error {
 	b := &bench{o: o, dir: dir}
 	if slices.Contains(o.modes, modeNull) {
 		logf("building ./bench/nullnode")
-		if b.nullBin, err = buildNullNode(ctx, dir); err != nil {
+		if b.nullBin, err = podload.BuildNullNode(ctx, dir); err != nil {
 			return err
 		}
 	}

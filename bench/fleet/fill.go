@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,9 @@ const (
 	// provider: each node's status writes sent as that node's user, and
 	// one spec.nodeName Pod watch per node, as that user, drained.
 	modeBareNodes = "bare-nodes"
+	// modeNullNodes is one bench/nullnode process per node, as that node's
+	// user: the API work of N nodes and nothing else, their CPU included.
+	modeNullNodes = "null-nodes"
 	runLabel      = "fleet.vk-sandbox/run"
 )
 
@@ -91,6 +95,13 @@ func (f *fleet) fill(ctx context.Context, mode string, nss, nodes []string) (fil
 		}
 		defer stop()
 		asNode = clients
+	}
+	if mode == modeNullNodes {
+		stop, err := f.startNullNodes(ctx, nodes)
+		if err != nil {
+			return r, err
+		}
+		defer stop()
 	}
 	api0, err := f.snap(ctx)
 	if err != nil {
@@ -213,4 +224,36 @@ func (f *fleet) nodeSide(ctx context.Context, nss, nodes []string) (stop func(),
 		stops = append(stops, s)
 	}
 	return stop, clients, nil
+}
+
+// startNullNodes starts one bench/nullnode per node, node i as node i's
+// user, each Ready (its Pod cache synced) before it returns.
+func (f *fleet) startNullNodes(ctx context.Context, nodes []string) (stop func(), err error) {
+	if f.nullBin == "" {
+		if f.nullBin, err = podload.BuildNullNode(ctx, f.dir); err != nil {
+			return nil, err
+		}
+	}
+	var started []*podload.NullNode
+	stop = func() {
+		for _, n := range started {
+			if err := n.Stop(); err != nil {
+				logf("nullnode exit: %v", err)
+			}
+		}
+	}
+	for i, name := range nodes {
+		kc := filepath.Join(f.dir, name+".kubeconfig")
+		if err := f.env.WriteKubeconfig(kc, f.users[i].Token); err != nil {
+			stop()
+			return nil, err
+		}
+		n, err := podload.StartNullNode(ctx, f.nullBin, kc, name, f.o.contentType, filepath.Join(f.dir, name+".log"))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		started = append(started, n)
+	}
+	return stop, nil
 }

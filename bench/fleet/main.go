@@ -45,6 +45,7 @@ type options struct {
 	timeout              time.Duration
 	bare, inventory      bool
 	bareAsNodes          bool
+	nullNodes            bool
 	out                  string
 	vkArgs, vkEnv        []string
 	contentType          string
@@ -62,6 +63,7 @@ func parseOptions() *options {
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "cap of one fill; a fill that hits it reports partial completion")
 	flag.BoolVar(&o.inventory, "inventory", true, "nodes run with --publish-inventory, as the shipped DaemonSet does (the NodeInventory CRD is installed)")
 	flag.BoolVar(&o.bareAsNodes, "bare-as-nodes", false, "also measure bare with the nodes' side of the load and no provider: status writes as each node's user, and one spec.nodeName Pod watch per node")
+	flag.BoolVar(&o.nullNodes, "null-nodes", false, "also measure N bench/nullnode processes in place of the nodes (each watches its Pods and writes them Running, as its node's user): the floor of N client-go nodes on this machine")
 	flag.BoolVar(&o.bare, "bare", true, "also measure the bare apiserver limit (same creates and status writes, no provider)")
 	flag.StringVar(&o.out, "out", "bench/results/fleet-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the CSVs and SVGs go beside it")
 	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
@@ -85,14 +87,15 @@ var logf = podload.Logf
 
 // fleet is one run's shared state.
 type fleet struct {
-	o     *options
-	env   *kubetest.Env
-	cs    kubernetes.Interface
-	users []kubetest.User
-	vkBin string
-	dir   string
-	nodes []*node
-	res   []nodeResult // parallel to nodes
+	o       *options
+	env     *kubetest.Env
+	cs      kubernetes.Interface
+	users   []kubetest.User
+	vkBin   string
+	nullBin string // built on first use
+	dir     string
+	nodes   []*node
+	res     []nodeResult // parallel to nodes
 }
 
 // nodeResult is one node's row.
@@ -124,6 +127,7 @@ type report struct {
 	ContentType  string             `json:"content_type"`
 	Bare         *fillResult        `json:"bare,omitempty"`
 	BareNodes    *fillResult        `json:"bare_as_nodes,omitempty"`
+	NullNodes    *fillResult        `json:"null_nodes,omitempty"`
 	Fleet        *fillResult        `json:"fleet,omitempty"`
 	Ratio        float64            `json:"fleet_over_bare,omitempty"` // of watch_wall_s
 	StartS       float64            `json:"nodes_ready_s"`             // all N started → all Ready
@@ -202,15 +206,16 @@ func (f *fleet) phases(ctx context.Context, rep *report) error {
 	for i := range names {
 		names[i] = nodeName(i)
 	}
-	if err := createNamespaces(ctx, f.cs, slices.Concat(namespaces(modeBare, o.nodes), namespaces(modeBareNodes, o.nodes), namespaces(modeFleet, o.nodes))); err != nil {
+	if err := createNamespaces(ctx, f.cs, slices.Concat(namespaces(modeBare, o.nodes), namespaces(modeBareNodes, o.nodes), namespaces(modeNullNodes, o.nodes), namespaces(modeFleet, o.nodes))); err != nil {
 		return err
 	}
-	// Each bare phase: the same Pods, bound to nodes that do not exist.
+	// Each bare phase: the same Pods, bound to nodes that do not exist (in
+	// null-nodes, names that only a bench/nullnode watches).
 	for _, b := range []struct {
 		on   bool
 		mode string
 		into **fillResult
-	}{{o.bare, modeBare, &rep.Bare}, {o.bareAsNodes, modeBareNodes, &rep.BareNodes}} {
+	}{{o.bare, modeBare, &rep.Bare}, {o.bareAsNodes, modeBareNodes, &rep.BareNodes}, {o.nullNodes, modeNullNodes, &rep.NullNodes}} {
 		if !b.on {
 			continue
 		}

@@ -39,7 +39,7 @@ func (f *fleet) write(rep *report) error {
 		return err
 	}
 	var perNode, total [][]string
-	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.Fleet} {
+	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.NullNodes, rep.Fleet} {
 		if r == nil {
 			continue
 		}
@@ -95,8 +95,8 @@ func plot(in, series, title string) {
 func printTables(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "\n%d nodes x %d Pods (%d), %d create workers, claim latency %s\n", rep.Nodes, rep.PodsPerNode, rep.Nodes*rep.PodsPerNode, rep.Workers, rep.ClaimLatency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tdone\tcreates_s\tlast_running_s\tstatus_s\tkube-apiserver_cpu_s\tetcd_cpu_s\tvk-sandbox_cpu_s\tharness_cpu_s\tother_cpu_s\tloadavg\t")
-	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.Fleet} {
+	fmt.Fprintln(tw, "mode\tdone\tcreates_s\tlast_running_s\tstatus_s\tkube-apiserver_cpu_s\tetcd_cpu_s\tnode_cpu_s\tharness_cpu_s\tother_cpu_s\tloadavg\t")
+	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.NullNodes, rep.Fleet} {
 		if r == nil {
 			continue
 		}
@@ -106,7 +106,7 @@ func printTables(w io.Writer, rep *report) {
 		}
 		c := r.CPU
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", r.Mode, done, r.CreatesS, r.WatchS, r.StatusS,
-			c["kube-apiserver"], c["etcd"], c["vk-sandbox"], c["harness"], c["other"], r.LoadAvg)
+			c["kube-apiserver"], c["etcd"], c["vk-sandbox"]+c["nullnode"], c["harness"], c["other"], r.LoadAvg)
 	}
 	tw.Flush()
 	if rep.Ratio > 0 {
@@ -114,6 +114,13 @@ func printTables(w io.Writer, rep *report) {
 	}
 	if b := rep.BareNodes; b != nil && b.WatchS > 0 && rep.Fleet != nil {
 		fmt.Fprintf(w, "fleet / bare-nodes (last Running by watch) = %.2f\n", rep.Fleet.WatchS/b.WatchS)
+	}
+	if z := rep.NullNodes; z != nil && z.WatchS > 0 && rep.Fleet != nil {
+		fmt.Fprintf(w, "fleet / null-nodes (last Running by watch) = %.2f\n", rep.Fleet.WatchS/z.WatchS)
+		if rep.Bare != nil && rep.Bare.WatchS > 0 {
+			fmt.Fprintf(w, "null-nodes / bare (last Running by watch) = %.2f\n", z.WatchS/rep.Bare.WatchS)
+		}
+		fmt.Fprintf(w, "node CPU ms per Pod per node: fleet %.3f, null-nodes %.3f\n", 1000*rep.Fleet.CPU["vk-sandbox"]/float64(rep.Fleet.Pods), 1000*z.CPU["nullnode"]/float64(z.Pods))
 	}
 	fmt.Fprintf(w, "Events went on %.1fs after the last Pod was Running\n", rep.EventsTailS)
 	fmt.Fprintf(w, "\nnodes Ready %.1fs after the first started; watches opened per node: %v\n", rep.StartS, rep.WatchesNode)

@@ -1,4 +1,4 @@
-package main
+package podload
 
 import (
 	"bufio"
@@ -13,26 +13,28 @@ import (
 	"time"
 )
 
-// nullNode is one bench/nullnode process: a node that only watches its
-// Pods and writes each one Running (the null-node mode).
-type nullNode struct {
+// NullNode is one bench/nullnode process: a node that only watches its
+// Pods and writes each one Running, the floor of a node's CPU.
+type NullNode struct {
 	cmd     *exec.Cmd
 	done    chan error
 	once    sync.Once
 	exitErr error
 }
 
-// buildNullNode builds ./bench/nullnode into dir.
-func buildNullNode(ctx context.Context, dir string) (string, error) {
+// BuildNullNode builds bench/nullnode into dir (from anywhere in the
+// module).
+func BuildNullNode(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "nullnode")
-	c := exec.CommandContext(ctx, "go", "build", "-o", bin, "./bench/nullnode")
+	c := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/cocoonstack/vk-sandbox/bench/nullnode")
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr
 	return bin, c.Run()
 }
 
-// startNullNode starts bin for node name and waits until its Pod cache
-// has synced, so that its start-up is not part of the measurement.
-func startNullNode(ctx context.Context, bin, kubeconfig, name, contentType, logPath string) (*nullNode, error) {
+// StartNullNode starts bin for node name and waits until its Pod cache
+// has synced, so that its start-up is not part of the measurement. Its
+// stderr goes to logPath.
+func StartNullNode(ctx context.Context, bin, kubeconfig, name, contentType, logPath string) (*NullNode, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -48,7 +50,7 @@ func startNullNode(ctx context.Context, bin, kubeconfig, name, contentType, logP
 	if err := c.Start(); err != nil {
 		return nil, err
 	}
-	n := &nullNode{cmd: c, done: make(chan error, 1)}
+	n := &NullNode{cmd: c, done: make(chan error, 1)}
 	ready := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -69,12 +71,12 @@ func startNullNode(ctx context.Context, bin, kubeconfig, name, contentType, logP
 	case <-ctx.Done():
 		err = fmt.Errorf("nullnode not ready: %w", ctx.Err())
 	}
-	_ = n.stop()
+	_ = n.Stop()
 	return nil, err
 }
 
-// stop sends SIGTERM and waits for the exit; nil for exit 0. Idempotent.
-func (n *nullNode) stop() error {
+// Stop sends SIGTERM and waits for the exit; nil for exit 0. Idempotent.
+func (n *NullNode) Stop() error {
 	n.once.Do(func() {
 		_ = n.cmd.Process.Signal(syscall.SIGTERM)
 		n.exitErr = <-n.done
