@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
@@ -109,10 +110,16 @@ func TestReplacementSeenOnlyByARelistRuns(t *testing.T) {
 	got := waitPod(t, ns, "relist", "replacement Running", func(p *corev1.Pod) bool {
 		return p.UID == replacement.UID && isRunning(p)
 	})
-	if got.UID == old.UID {
-		t.Fatalf("pod %s/relist: the old generation is Running", ns)
-	}
 	if claims, releases := n.counter("claim_ok"), n.counter("release"); claims != 1 || releases != 0 {
 		t.Fatalf("sandboxd made %d VMs and had %d releases; want the old Pod's one VM, adopted", claims, releases)
+	}
+	// The status was written from the replacement's own object, on the
+	// old Pod's VM: not from a copy of the old generation.
+	live := n.live()
+	if len(live) != 1 || got.Annotations[kube.AnnClaimID] != live[0].ID {
+		t.Errorf("replacement claim-id %q; sandboxd holds %+v", got.Annotations[kube.AnnClaimID], live)
+	}
+	if stamp := got.Annotations[kube.AnnPodUID]; stamp != string(replacement.UID) || stamp == string(old.UID) {
+		t.Errorf("replacement's pod-uid stamp %q, want its own UID %s (the old Pod's was %s)", stamp, replacement.UID, old.UID)
 	}
 }
