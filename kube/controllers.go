@@ -59,7 +59,7 @@ type controllerConfig struct {
 }
 
 func newControllers(c controllerConfig) (*controllers, error) {
-	pods := nodePods(c.client, c.spec.Name)
+	pods := NodePods(c.client, c.spec.Name)
 	pcCfg, err := podControllerConfig(c, pods)
 	if err != nil {
 		return nil, err
@@ -113,17 +113,17 @@ func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactor
 	return pcCfg, nil
 }
 
-// nodePods is the informer factory of this node's Pods (by field selector),
-// cached without their managedFields.
-func nodePods(client kubernetes.Interface, nodeName string) informers.SharedInformerFactory {
+// NodePods is the informer factory of this node's Pods (by field selector),
+// cached without their managedFields. bench/nullnode watches through it
+// too, so that its floor is measured on the same watch and cache.
+func NodePods(client kubernetes.Interface, nodeName string) informers.SharedInformerFactory {
 	return informers.NewSharedInformerFactoryWithOptions(client, informerResync, nodeutil.PodInformerFilter(nodeName),
-		informers.WithTransform(WithoutManagedFields))
+		informers.WithTransform(withoutManagedFields))
 }
 
-// WithoutManagedFields is the Pod cache's transform (see controllers), for
-// informers.WithTransform. It may change obj in place: the informer owns
-// each object it decodes.
-func WithoutManagedFields(obj any) (any, error) {
+// withoutManagedFields is the Pod cache's transform (see controllers). It
+// may change obj in place: the informer owns each object it decodes.
+func withoutManagedFields(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
 	}

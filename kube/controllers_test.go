@@ -58,7 +58,7 @@ func TestThePodCacheHoldsNoManagedFields(t *testing.T) {
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "creator", Operation: metav1.ManagedFieldsOperationUpdate,
 			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}},
 		Spec: corev1.PodSpec{NodeName: "n"}}
-	f := nodePods(fake.NewClientset(pod), "n")
+	f := NodePods(fake.NewClientset(pod), "n")
 	lister := f.Core().V1().Pods().Lister()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

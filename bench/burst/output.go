@@ -148,9 +148,8 @@ func printTable(w *os.File, runs []runResult) {
 	}
 }
 
-// nodeCPU is the CPU seconds of the run's node process: vk-sandbox, or
-// bench/nullnode.
-func nodeCPU(r runResult) float64 { return r.CPU["vk-sandbox"] + r.CPU["nullnode"] }
+// nodeCPU is the CPU seconds of the run's node process.
+func nodeCPU(r runResult) float64 { return podload.NodeCPU(r.CPU) }
 
 func opt(x float64) string {
 	if x == 0 {

@@ -106,7 +106,7 @@ func printTables(w io.Writer, rep *report) {
 		}
 		c := r.CPU
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", r.Mode, done, r.CreatesS, r.WatchS, r.StatusS,
-			c["kube-apiserver"], c["etcd"], c["vk-sandbox"]+c["nullnode"], c["harness"], c["other"], r.LoadAvg)
+			c["kube-apiserver"], c["etcd"], podload.NodeCPU(c), c["harness"], c["other"], r.LoadAvg)
 	}
 	tw.Flush()
 	if rep.Ratio > 0 {

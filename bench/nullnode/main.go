@@ -1,13 +1,14 @@
 // Command nullnode is the least a client-go node can do for a Pod: watch
 // the Pods bound to its node name and write each one Running once. No
-// claim, no state file, no Events, no virtual-kubelet. bench/burst runs it
-// as the null-node mode, so that vk-sandbox's CPU per Pod can be read
-// against the cost of the Kubernetes API work alone, in the same run.
+// claim, no state file, no Events, no virtual-kubelet controller.
+// bench/burst runs it as the null-node mode, so that vk-sandbox's CPU per
+// Pod can be read against the cost of the Kubernetes API work alone, in
+// the same run.
 //
 // It speaks to the apiserver as vk-sandbox does by default: protobuf, no
-// compression, client limits 1000 / 2000, the Pod cache without
-// managedFields, and a status write whose answer is decoded (the typed
-// client; vk-sandbox skips that decode).
+// compression, client limits 1000 / 2000, and vk-sandbox's own Pod
+// informer (kube.NodePods: field selector, no managedFields). Its status
+// write decodes the answer (the typed client; vk-sandbox skips that).
 //
 // Usage: nullnode -kubeconfig FILE -node NAME [-workers 10]
 package main
@@ -23,8 +24,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -62,18 +61,14 @@ func run(ctx context.Context, kubeconfig, node string, workers int, contentType 
 	if err != nil {
 		return err
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-		}),
-		informers.WithTransform(kube.WithoutManagedFields))
+	f := kube.NodePods(cs, node) // vk-sandbox's own watch and cache
 	pods := f.Core().V1().Pods()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer q.ShutDown()
 	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok && p.Status.Phase != corev1.PodRunning {
-				q.Add(p.Namespace + "/" + p.Name)
+				q.Add(cache.MetaObjectToName(p).String())
 			}
 		},
 	}); err != nil {

@@ -110,6 +110,10 @@ func CPUDelta(before, after map[string]float64) map[string]float64 {
 	return out
 }
 
+// NodeCPU is the node processes' CPU seconds in a CPUDelta: vk-sandbox's,
+// or bench/nullnode's.
+func NodeCPU(cpu map[string]float64) float64 { return cpu["vk-sandbox"] + cpu["nullnode"] }
+
 // CPUSnapshot is cpuByProcess plus "machine" (machineBusy).
 func CPUSnapshot() map[string]float64 {
 	s := cpuByProcess()
