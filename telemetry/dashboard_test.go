@@ -186,6 +186,7 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	m.OrphanVerdicts(1, 2)
 	m.OrphanScan(true)
 	m.InventoryPublish(false)
+	m.EventShed("SandboxClaimed")
 	m.RegisterWorkers(8, 32)
 	m.RegisterQueueDepth(func() []int { return []int{1, 0} })
 	m.RegisterClaims(func() (int, int, int) { return 3, 1, 0 })

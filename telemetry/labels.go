@@ -66,6 +66,7 @@ func verbSet(v string) attribute.Set    { return attribute.NewSet(attribute.Stri
 func requestSet(k verbCode) attribute.Set {
 	return attribute.NewSet(attribute.String("verb", k.verb), attribute.String("code", strconv.Itoa(k.code)))
 }
+func reasonSet(r string) attribute.Set { return attribute.NewSet(attribute.String("reason", r)) }
 func decisionSet(k [2]string) attribute.Set {
 	return attribute.NewSet(attribute.String("kind", k[0]), attribute.String("reason", k[1]))
 }

@@ -42,6 +42,7 @@ type Metrics struct {
 	orphanClaims       metric.Int64Gauge
 	orphanScans        metric.Int64Counter
 	inventoryPublishes metric.Int64Counter
+	eventsShed         metric.Int64Counter
 	pipelineShards     metric.Int64Gauge
 	workersPerShard    metric.Int64Gauge
 	buildInfo          metric.Int64Gauge
@@ -60,6 +61,7 @@ type Metrics struct {
 	verbAttrs     attrCache[string]
 	requestAttrs  attrCache[verbCode]
 	decisionAttrs attrCache[[2]string]
+	reasonAttrs   attrCache[string]
 }
 
 // NewNopMetrics returns Metrics that record nothing, for unit tests.
@@ -110,6 +112,7 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.orphanClaims = i64g("vksandbox_orphan_claims", "{claim}", "Claims whose sandbox sandboxd no longer reports, at the last scan.")
 	m.orphanScans = i64c("vksandbox_orphan_scans_total", "{scan}", "Orphan scans by result.")
 	m.inventoryPublishes = i64c("vksandbox_inventory_publishes_total", "{publish}", "NodeInventory publishes by result.")
+	m.eventsShed = i64c("vksandbox_events_shed_total", "{event}", "Normal Events not recorded because they exceeded the node's Event budget (--event-qps, --event-burst), by reason.")
 	m.pipelineShards = i64g("vksandbox_pipeline_shards", "{shard}", "Configured pipeline shards.")
 	m.workersPerShard = i64g("vksandbox_pipeline_workers_per_shard", "{worker}", "Configured workers per pipeline shard.")
 	m.buildInfo = i64g("vksandbox_build_info", "{build}", "Always 1; its labels are the binary's version, commit and Go version.")
@@ -210,6 +213,15 @@ func (m *Metrics) InventoryPublish(ok bool) {
 		return
 	}
 	m.inventoryPublishes.Add(context.Background(), 1, result(ok))
+}
+
+// EventShed counts one Normal Event the node's Event budget left
+// unrecorded. reason is the Event's reason, from the code's fixed set.
+func (m *Metrics) EventShed(reason string) {
+	if m == nil {
+		return
+	}
+	m.eventsShed.Add(context.Background(), 1, m.reasonAttrs.get(reason, reasonSet))
 }
 
 // RegisterBuildInfo publishes vksandbox_build_info{version,commit,go_version} 1,

@@ -23,6 +23,7 @@ func exercise(ctx context.Context, m *Metrics, depth []int, held int) {
 	m.OrphanScan(true)
 	m.OrphanScan(false)
 	m.InventoryPublish(true)
+	m.EventShed("SandboxClaimed")
 	m.RegisterWorkers(len(depth), held)
 	m.RegisterQueueDepth(func() []int { return depth })
 	m.RegisterClaims(func() (int, int, int) { return held, 1, 2 })
@@ -55,6 +56,7 @@ func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
 		`vksandbox_orphan_scans_total{result="ok"}`:                             1,
 		`vksandbox_orphan_scans_total{result="failed"}`:                         1,
 		`vksandbox_inventory_publishes_total{result="ok"}`:                      1,
+		`vksandbox_events_shed_total{reason="SandboxClaimed"}`:                  1,
 		`vksandbox_pipeline_shards`:                                             1,
 		`vksandbox_pipeline_workers_per_shard`:                                  1,
 		`vksandbox_queue_depth{shard="0"}`:                                      1,

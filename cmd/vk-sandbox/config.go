@@ -38,6 +38,8 @@ type config struct {
 	KubeAPICompression           bool
 	Profiling                    bool
 	NormalEvents                 bool
+	EventQPS                     float64
+	EventBurst                   int
 	KubeAPIBurst                 int
 	Kubeconfig                   string
 
@@ -110,6 +112,8 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.VKWorkers, "vk-workers", defaultVKWorkers, "virtual-kubelet sync/status workers")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":10261", "Prometheus /metrics, /healthz and /readyz listen address; empty disables")
 	fs.BoolVar(&c.NormalEvents, "normal-events", true, "record Normal Events (SandboxClaimed, SandboxReleased, ...); false keeps only Warnings, one apiserver write less per claim")
+	fs.Float64Var(&c.EventQPS, "event-qps", 50, "Normal Events recorded per second, on average (the kubelet's default); Events beyond the budget are shed and counted in vksandbox_events_shed_total, Warnings always pass. 0: no budget")
+	fs.IntVar(&c.EventBurst, "event-burst", 100, "Normal Events that may be recorded at once before --event-qps paces them")
 	fs.BoolVar(&c.Profiling, "profiling", false, "also serve Go's runtime profiles (/debug/pprof/) on --metrics-addr")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
@@ -164,6 +168,9 @@ func (c *config) settle() error {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
 		}
+	}
+	if c.EventQPS < 0 || c.EventBurst < 0 || (c.EventQPS > 0 && c.EventBurst == 0) {
+		return fmt.Errorf("--event-qps %v --event-burst %d: both must be positive (--event-qps 0 removes the budget)", c.EventQPS, c.EventBurst)
 	}
 	if c.ReauthorizeInterval < 0 {
 		return fmt.Errorf("--reauthorize-interval must not be negative (0 disables)")

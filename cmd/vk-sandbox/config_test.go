@@ -173,3 +173,23 @@ func writeKubeconfig(t *testing.T, p, server string) string {
 	}
 	return p
 }
+
+// The Event budget is on by default at the kubelet's figures; 0 removes
+// it, and a budget that could never record anything is refused.
+func TestEventBudgetFlags(t *testing.T) {
+	c, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EventQPS != 50 || c.EventBurst != 100 {
+		t.Fatalf("default budget %v/s burst %d, want 50/s burst 100", c.EventQPS, c.EventBurst)
+	}
+	if _, err := parseFlags([]string{"--event-qps=0"}); err != nil {
+		t.Fatalf("--event-qps=0 (no budget) refused: %v", err)
+	}
+	for _, args := range [][]string{{"--event-qps=-1"}, {"--event-burst=-1"}, {"--event-qps=5", "--event-burst=0"}} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("%v was accepted", args)
+		}
+	}
+}

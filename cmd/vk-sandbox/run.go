@@ -10,14 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
@@ -79,19 +75,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
-	// Events get their own client (and rate limiter), so that a burst of
-	// Events never delays a status push.
-	eventClient, err := kubernetes.NewForConfig(rc)
+	recorder, stopEvents, err := eventRecorder(cfg, rc, tel.Metrics, log)
 	if err != nil {
 		return err
 	}
-	eb := record.NewBroadcaster()
-	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
-	defer eb.Shutdown()
-	var recorder record.EventRecorder = eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vk-sandbox", Host: cfg.NodeName})
-	if !cfg.NormalEvents {
-		recorder = kube.WarningsOnly(recorder)
-	}
+	defer stopEvents()
 
 	auth := &kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}
 	prov := kube.NewProvider(auth, recorder, log)
