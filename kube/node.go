@@ -30,7 +30,7 @@ const (
 
 // DefaultNodeOptions are the values NodeOptions' zero fields take, and the
 // defaults of vk-sandbox's matching flags: the one place they are set.
-var DefaultNodeOptions = NodeOptions{ListenAddr: ":10260", CPU: "4000", Memory: "8Ti", Pods: 2000, Workers: 64}
+var DefaultNodeOptions = NodeOptions{ListenAddr: ":10260", CPU: "4000", Memory: "8Ti", Pods: 2000, Workers: 64, RetryMax: 30 * time.Second}
 
 // DefaultOwnerGetTimeout bounds each owner GET when Authorizer.Timeout is 0.
 const DefaultOwnerGetTimeout = 5 * time.Second
@@ -56,6 +56,10 @@ type NodeOptions struct {
 	Workers int
 	// Metrics receives virtual-kubelet's queue metrics; nil records none.
 	Metrics *telemetry.Metrics
+	// RetryMax caps the per-Pod backoff of virtual-kubelet's queues (a
+	// failed status write or final delete is retried from 5 ms, doubling
+	// up to this); default 30s.
+	RetryMax time.Duration
 	// DefaultRateLimiters keeps virtual-kubelet's 10 qps / burst 100 token
 	// bucket on its queues, unmetered. Only for measuring what replacing it
 	// buys.
@@ -138,7 +142,11 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 	identity(spec, o, int32(port), capacity)
 	var overrides []func(*node.PodControllerConfig) error
 	if !o.DefaultRateLimiters {
-		overrides = append(overrides, replaceRateLimiters(o.Metrics))
+		retryMax := o.RetryMax
+		if retryMax <= 0 {
+			retryMax = DefaultNodeOptions.RetryMax
+		}
+		overrides = append(overrides, replaceRateLimiters(o.Metrics, retryMax))
 	}
 	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides})
 	if err != nil {

@@ -34,11 +34,11 @@ type meteredLimiter struct {
 	added map[any]time.Time // item → when it was first added, until Forget
 }
 
-func newMeteredLimiter(name string, m *telemetry.Metrics) *meteredLimiter {
+func newMeteredLimiter(name string, m *telemetry.Metrics, retryMax time.Duration) *meteredLimiter {
 	return &meteredLimiter{
-		// Failures back off per item from 5ms to 30s; there is no global
-		// token bucket (replaceRateLimiters says why).
-		TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 30*time.Second),
+		// Failures back off per item from 5ms to retryMax; there is no
+		// global token bucket (replaceRateLimiters says why).
+		TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, retryMax),
 		name:             name, m: m, added: map[any]time.Time{},
 	}
 }
@@ -80,9 +80,9 @@ func (l *meteredLimiter) stat(now time.Time) telemetry.QueueStat {
 // burst 100) from its three queues: past a burst of 100 Pods it made creates
 // and status pushes crawl at 10/s. Failures still back off per item. The
 // new limiters also meter the queues (meteredLimiter).
-func replaceRateLimiters(m *telemetry.Metrics) func(*node.PodControllerConfig) error {
+func replaceRateLimiters(m *telemetry.Metrics, retryMax time.Duration) func(*node.PodControllerConfig) error {
 	return func(c *node.PodControllerConfig) error {
-		syncQ, deleteQ, statusQ := newMeteredLimiter(queueSyncPods, m), newMeteredLimiter(queueDeletePods, m), newMeteredLimiter(queuePodStatus, m)
+		syncQ, deleteQ, statusQ := newMeteredLimiter(queueSyncPods, m, retryMax), newMeteredLimiter(queueDeletePods, m, retryMax), newMeteredLimiter(queuePodStatus, m, retryMax)
 		c.SyncPodsFromKubernetesRateLimiter = syncQ
 		c.DeletePodsFromKubernetesRateLimiter = deleteQ
 		c.SyncPodStatusFromProviderRateLimiter = statusQ

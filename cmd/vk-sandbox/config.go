@@ -116,7 +116,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.EventBurst, "event-burst", 100, "Normal Events that may be recorded at once before --event-qps paces them")
 	fs.BoolVar(&c.Profiling, "profiling", false, "also serve Go's runtime profiles (/debug/pprof/) on --metrics-addr")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the slow retry for Pods that could not be claimed (capacity miss, errors)")
+	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the per-Pod retry backoff: Pods that could not be claimed (capacity miss, errors), and failed status writes and final deletes")
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
 	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
 	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", kube.DefaultOwnerGetTimeout, "timeout of the owner GET on delete; a timeout preserves the VM")

@@ -124,7 +124,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
 		CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
 		Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers, Metrics: tel.Metrics,
-		DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
+		RetryMax: cfg.RequeueMax, DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
 	}, prov)
 	if err != nil {
 		return err

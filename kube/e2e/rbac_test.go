@@ -40,13 +40,8 @@ import (
 // Services, so this also pins that nothing lists or watches them (a
 // reflector refused would log it, and retry for ever).
 func TestShippedClusterRoleIsEnough(t *testing.T) {
-	ctx := context.Background()
 	cs, dyn := clients(t)
-	if err := env.InstallCRDs(ctx, "../../manifests/nodeinventory-crd.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	applyManifest(t, cs, "../../manifests/rbac.yaml")
-	kubeconfig := serviceAccountKubeconfig(t, cs, "vk-sandbox", "vk-sandbox")
+	kubeconfig := shippedRoleKubeconfig(t, cs)
 
 	n := startNode(t, sim.Config{}, "--kubeconfig", kubeconfig, "--publish-inventory", "--publish-interval", "500ms")
 	n.waitReady()
@@ -66,6 +61,18 @@ func TestShippedClusterRoleIsEnough(t *testing.T) {
 			t.Errorf("a request was refused with the shipped role: %s", line)
 		}
 	}
+}
+
+// shippedRoleKubeconfig installs manifests/rbac.yaml (and the
+// NodeInventory CRD it grants) and returns a kubeconfig of the
+// ServiceAccount it binds, the node's user in an installation (nodeUser).
+func shippedRoleKubeconfig(t *testing.T, cs kubernetes.Interface) string {
+	t.Helper()
+	if err := env.InstallCRDs(context.Background(), "../../manifests/nodeinventory-crd.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	applyManifest(t, cs, "../../manifests/rbac.yaml")
+	return serviceAccountKubeconfig(t, cs, "vk-sandbox", "vk-sandbox")
 }
 
 // applyManifest creates every object of a multi-document YAML file with
