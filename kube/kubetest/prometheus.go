@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -42,7 +43,11 @@ type PrometheusOptions struct {
 	// Targets are host:port addresses whose /metrics are scraped.
 	Targets []string
 	// ScrapeInterval defaults to 1s, so that a test sees a sample soon.
+	// Rules are evaluated as often.
 	ScrapeInterval time.Duration
+	// RuleFiles are Prometheus rule files (alerting and recording) to
+	// load, by absolute path.
+	RuleFiles []string
 }
 
 // StartPrometheus starts the prometheus on PATH and returns once it is
@@ -77,6 +82,13 @@ func StartPrometheus(ctx context.Context, o PrometheusOptions) (*Prometheus, err
 	// exemplars; exemplar-storage keeps them.
 	cfg := fmt.Sprintf("# Written by kubetest.StartPrometheus.\nglobal:\n  scrape_interval: %s\n  evaluation_interval: %s\nscrape_configs:\n  - job_name: %s\n    static_configs:\n      - targets: [%s]\n",
 		o.ScrapeInterval, o.ScrapeInterval, strconv.Quote(o.Job), strings.Join(targets, ", "))
+	if len(o.RuleFiles) > 0 {
+		files := make([]string, len(o.RuleFiles))
+		for i, f := range o.RuleFiles {
+			files[i] = strconv.Quote(f)
+		}
+		cfg += fmt.Sprintf("rule_files: [%s]\n", strings.Join(files, ", "))
+	}
 	if err := os.WriteFile(pr.Config, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
@@ -140,4 +152,66 @@ func (pr *Prometheus) Exemplars(ctx context.Context, query string) ([]Exemplar, 
 		}
 	}
 	return ex, nil
+}
+
+// Query runs an instant PromQL query and returns how many series it
+// answered with.
+func (pr *Prometheus) Query(ctx context.Context, query string) (int, error) {
+	var out struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, pr.URL+"/api/v1/query?"+url.Values{"query": {query}}.Encode(), &out); err != nil {
+		return 0, err
+	}
+	if out.Status != "success" {
+		return 0, fmt.Errorf("prometheus query %q: %s %s", query, out.Status, out.Error)
+	}
+	return len(out.Data.Result), nil
+}
+
+// AlertRule is one alerting rule as Prometheus evaluates it.
+type AlertRule struct {
+	State  string // inactive, pending or firing
+	Health string // ok, err or unknown (not evaluated yet)
+	Alerts []map[string]string
+}
+
+// Alert returns the alerting rule named name from /api/v1/rules, or an
+// error if no loaded rule has that name.
+func (pr *Prometheus) Alert(ctx context.Context, name string) (AlertRule, error) {
+	var out struct {
+		Status string `json:"status"`
+		Data   struct {
+			Groups []struct {
+				Rules []struct {
+					Name   string `json:"name"`
+					State  string `json:"state"`
+					Health string `json:"health"`
+					Alerts []struct {
+						Labels map[string]string `json:"labels"`
+					} `json:"alerts"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, pr.URL+"/api/v1/rules?type=alert", &out); err != nil {
+		return AlertRule{}, err
+	}
+	for _, g := range out.Data.Groups {
+		for _, r := range g.Rules {
+			if r.Name != name {
+				continue
+			}
+			a := AlertRule{State: r.State, Health: r.Health}
+			for _, al := range r.Alerts {
+				a.Alerts = append(a.Alerts, al.Labels)
+			}
+			return a, nil
+		}
+	}
+	return AlertRule{}, fmt.Errorf("prometheus has no alerting rule %q loaded", name)
 }

@@ -640,3 +640,52 @@ func keys[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// The chart's alerts, loaded into a real Prometheus that scrapes a real
+// vk-sandbox: VkSandboxDown is evaluated and quiet while the process
+// runs, and turns pending for its instance once the process is gone (it
+// fires after its 5 minutes).
+func TestDownAlertFires(t *testing.T) {
+	ctx := t.Context()
+	_, sandboxdURL := startSim(t)
+	vk := startVK(t, sandboxdURL)
+	rules, err := filepath.Abs("../../../charts/vk-sandbox/files/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom, err := kubetest.StartPrometheus(ctx, kubetest.PrometheusOptions{Dir: t.TempDir(), Logf: t.Logf,
+		Targets: []string{vk.MetricsAddr}, RuleFiles: []string{rules}})
+	if errors.Is(err, kubetest.ErrNoPrometheus) {
+		t.Skipf("SKIPPING: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("prometheus log (tail):\n%s", tail(prom.Log, 30))
+		}
+		_ = prom.Stop()
+	})
+
+	// Up, with its build info scraped: the rule's join has both sides.
+	eventually(t, "vk-sandbox scraped, VkSandboxDown evaluated and inactive", func(ctx context.Context) bool {
+		n, err := prom.Query(ctx, `up == 1 and on (job, instance) last_over_time(vksandbox_build_info[1d])`)
+		if err != nil || n != 1 {
+			return false
+		}
+		a, err := prom.Alert(ctx, "VkSandboxDown")
+		return err == nil && a.Health == "ok" && a.State == "inactive"
+	})
+	if err := vk.Terminate(); err != nil {
+		t.Fatalf("vk-sandbox after SIGTERM: %v", err)
+	}
+	var last kubetest.AlertRule
+	eventually(t, "VkSandboxDown pending for the stopped instance", func(ctx context.Context) bool {
+		last, err = prom.Alert(ctx, "VkSandboxDown")
+		return err == nil && last.State == "pending" && len(last.Alerts) == 1 && last.Alerts[0]["instance"] == vk.MetricsAddr
+	})
+	if last.Alerts[0]["severity"] != "critical" {
+		t.Errorf("VkSandboxDown labels %v, want severity critical", last.Alerts[0])
+	}
+}
