@@ -114,18 +114,36 @@ func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactor
 }
 
 // NodePods is the informer factory of this node's Pods (by field selector),
-// cached without their managedFields. bench/nullnode watches through it
-// too, so that its floor is measured on the same watch and cache.
+// cached as cachedPod leaves them. bench/nullnode watches through it too,
+// so that its floor is measured on the same watch and cache.
 func NodePods(client kubernetes.Interface, nodeName string) informers.SharedInformerFactory {
 	return informers.NewSharedInformerFactoryWithOptions(client, informerResync, nodeutil.PodInformerFilter(nodeName),
-		informers.WithTransform(withoutManagedFields))
+		informers.WithTransform(cachedPod))
 }
 
-// withoutManagedFields is the Pod cache's transform (see controllers). It
-// may change obj in place: the informer owns each object it decodes.
-func withoutManagedFields(obj any) (any, error) {
+// cachedPod is the Pod cache's transform (see controllers). It may change
+// obj in place: the informer owns each object it decodes.
+//
+//   - managedFields are dropped: nothing on the node reads them, and they
+//     would travel in every copy and every status write (the apiserver
+//     keeps them from the stored Pod).
+//   - AnnPodUID is set to the Pod's own UID, whatever the apiserver holds.
+//     A replacement made from a copy of the old Pod (kubectl get -o yaml,
+//     then create) carries the old generation's stamp, which would make it
+//     match the provider's copy of the old Pod, and virtual-kubelet would
+//     neither create nor update it (stampGeneration says why the stamp
+//     exists). The status write carries the same value back.
+func cachedPod(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)
+		if _, isPod := obj.(*corev1.Pod); isPod {
+			ann := m.GetAnnotations()
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann[AnnPodUID] = string(m.GetUID())
+			m.SetAnnotations(ann)
+		}
 	}
 	return obj, nil
 }

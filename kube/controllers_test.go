@@ -52,9 +52,11 @@ func TestPodStatusWritesDoNotDecodeTheAnswer(t *testing.T) {
 }
 
 // The Pod cache, and so every copy the pod controller and the provider make
-// and every status write, carries no managedFields.
-func TestThePodCacheHoldsNoManagedFields(t *testing.T) {
+// and every status write, carries no managedFields; and each Pod's
+// generation stamp is its own UID, even when its manifest copied another's.
+func TestThePodCacheHoldsNoManagedFieldsAndStampsTheOwnUID(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1",
+		Annotations: map[string]string{AnnPodUID: "u0-of-the-replaced-pod", AnnTemplate: "t"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "creator", Operation: metav1.ManagedFieldsOperationUpdate,
 			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}},
 		Spec: corev1.PodSpec{NodeName: "n"}}
@@ -73,5 +75,8 @@ func TestThePodCacheHoldsNoManagedFields(t *testing.T) {
 	}
 	if got.ManagedFields != nil {
 		t.Errorf("cached Pod keeps its managedFields: %+v", got.ManagedFields)
+	}
+	if got.Annotations[AnnPodUID] != "u1" || got.Annotations[AnnTemplate] != "t" {
+		t.Errorf("cached Pod's annotations %v: want its own UID as %s, the rest kept", got.Annotations, AnnPodUID)
 	}
 }

@@ -146,7 +146,8 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 // UIDs are not compared. A replacement identical to a Pod still Pending
 // (nothing written back yet) would then be neither created nor updated,
 // and stay Pending with no status. The stamp always differs from a new
-// generation's (which has none, or its own once written back).
+// generation's: the Pod cache sets every Pod's stamp to its own UID
+// (cachedPod), even on a copy that carried the old Pod's.
 func stampGeneration(pod *corev1.Pod) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}

@@ -24,6 +24,18 @@ import (
 // the proxy holds. A Pod created after the replacement shows that both of
 // its events reached the queue (the Pod watch is ordered).
 func TestReplacementSyncedTogetherWithTheDeleteItReplacesRuns(t *testing.T) {
+	runReplacementSyncedWithTheDelete(t, false)
+}
+
+// The same, with a replacement made from the old Pod as the apiserver
+// shows it (kubectl get -o yaml, then create): it carries the old Pod's
+// sandbox.cocoonstack.io/pod-uid stamp, so its annotations match the
+// provider's copy exactly. It must still be taken for a new generation.
+func TestReplacementCopiedWithTheOldPodsStampRuns(t *testing.T) {
+	runReplacementSyncedWithTheDelete(t, true)
+}
+
+func runReplacementSyncedWithTheDelete(t *testing.T, copyStamp bool) {
 	proxy := newR2Proxy(t)
 	margs, scrapeURL := metricsArgs(t)
 	n := startNode(t, sim.Config{Pools: map[pool.Key]int{{Template: "default"}: 8}},
@@ -53,8 +65,18 @@ func TestReplacementSyncedTogetherWithTheDeleteItReplacesRuns(t *testing.T) {
 		return v
 	}
 	before := adds()
+	var copied map[string]string
+	if copyStamp {
+		copied = waitPod(t, ns, "same", "the stamp written back", func(p *corev1.Pod) bool {
+			return p.Annotations[kube.AnnPodUID] == string(old.UID)
+		}).Annotations
+	}
 	deletePod(t, ns, "same")
-	replacement := createPod(t, sandboxPod(ns, "same", n.Name, ownedBy(owner)))
+	replacement := createPod(t, sandboxPod(ns, "same", n.Name, ownedBy(owner), func(p *corev1.Pod) {
+		for k, v := range copied {
+			p.Annotations[k] = v
+		}
+	}))
 	createPod(t, sandboxPod(ns, "after", n.Name))
 	// The old Pod's delete and "after" each add a key; the replacement's
 	// create finds its key queued already, and came before "after".
