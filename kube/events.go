@@ -31,10 +31,10 @@ func WarningsOnly(r record.EventRecorder) record.EventRecorder {
 //
 // Why a budget: client-go's broadcaster writes one Event at a time per
 // node and queues the rest; once 1,000 wait it drops new ones without a
-// word. 3,000- and 5,000-Pod bursts lost about half and three quarters of
-// their SandboxClaimed Events that way. Shedding here, at a rate the writer keeps up with (the
-// kubelet's own default is 50 per second, burst 100), makes every Event
-// either written or counted.
+// word. 3,000- and 5,000-Pod bursts lost about half and three quarters
+// of their SandboxClaimed Events that way. Shedding here, at a rate the
+// writer keeps up with (the kubelet's default is 50 per second, burst
+// 100), makes every Event either written or counted.
 func Budgeted(r record.EventRecorder, budget *rate.Limiter, shed func(reason string)) record.EventRecorder {
 	return filtered{r, func(typ, reason string) bool {
 		if typ != corev1.EventTypeNormal || budget.Allow() {
