@@ -23,7 +23,7 @@ const (
 	// the Pod's name, written back with the Pod's first status. It is what
 	// tells virtual-kubelet, which compares Pods without their UIDs, that a
 	// same-name replacement is not the Pod it already handed over (see
-	// stampGeneration).
+	// cachedPod).
 	AnnPodUID = "sandbox.cocoonstack.io/pod-uid"
 
 	RuntimeSandboxd = "sandboxd"

@@ -122,28 +122,29 @@ func NodePods(client kubernetes.Interface, nodeName string) informers.SharedInfo
 }
 
 // cachedPod is the Pod cache's transform (see controllers). It may change
-// obj in place: the informer owns each object it decodes.
+// the Pod in place: the informer owns each object it decodes.
 //
 //   - managedFields are dropped: nothing on the node reads them, and they
 //     would travel in every copy and every status write (the apiserver
 //     keeps them from the stored Pod).
-//   - AnnPodUID is set to the Pod's own UID, whatever the apiserver holds.
-//     A replacement made from a copy of the old Pod (kubectl get -o yaml,
-//     then create) carries the old generation's stamp, which would make it
-//     match the provider's copy of the old Pod, and virtual-kubelet would
-//     neither create nor update it (stampGeneration says why the stamp
-//     exists). The status write carries the same value back.
+//   - AnnPodUID is set to the Pod's own UID, whatever the apiserver holds,
+//     and the Pod's first status write carries it back. Why: when a Pod's
+//     delete and its same-name replacement's create reach virtual-kubelet's
+//     worker as one sync, it never calls DeletePod for the old Pod. It gets
+//     the provider's copy by name and calls UpdatePod only if that copy
+//     differs from the new Pod in spec, labels or annotations; UIDs are not
+//     compared. A replacement identical to the old Pod would then be
+//     neither created nor updated, and stay Pending with no status. The
+//     stamp makes them differ, even when the replacement was made from a
+//     copy of the old Pod (kubectl get -o yaml, then create) and carried
+//     the old generation's stamp.
 func cachedPod(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-		if _, isPod := obj.(*corev1.Pod); isPod {
-			ann := m.GetAnnotations()
-			if ann == nil {
-				ann = map[string]string{}
-			}
-			ann[AnnPodUID] = string(m.GetUID())
-			m.SetAnnotations(ann)
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
 		}
+		p.Annotations[AnnPodUID] = string(p.UID)
 	}
 	return obj, nil
 }

@@ -118,8 +118,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		p.log.WarnContext(ctx, "sandbox pod rejected", "pod", key, "error", err)
 		return err
 	}
-	np := pod.DeepCopy()
-	stampGeneration(np)
+	np := pod.DeepCopy() // stamped with its generation by the Pod cache (cachedPod)
 	np.Status = pendingStatus(pod, "SandboxClaiming", "claiming a warm sandbox")
 	p.cache.put(key, np)
 	ref := refOf(pod)
@@ -134,25 +133,6 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		p.log.WarnContext(ctx, "claim not queued; the Pod stays Pending for the next process", "pod", key, "error", err)
 	}
 	return nil
-}
-
-// stampGeneration marks the provider's copy of a Pod with its UID
-// (AnnPodUID), which the Pod's first status write carries back.
-//
-// Why: when a Pod's delete and its same-name replacement's create reach
-// virtual-kubelet's worker as one sync, it never calls DeletePod for the
-// old Pod. It gets this provider's copy by name and calls UpdatePod only
-// if that copy differs from the new Pod in spec, labels or annotations;
-// UIDs are not compared. A replacement identical to a Pod still Pending
-// (nothing written back yet) would then be neither created nor updated,
-// and stay Pending with no status. The stamp always differs from a new
-// generation's: the Pod cache sets every Pod's stamp to its own UID
-// (cachedPod), even on a copy that carried the old Pod's.
-func stampGeneration(pod *corev1.Pod) {
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[AnnPodUID] = string(pod.UID)
 }
 
 // UpdatePod records the newest object only: sandbox Pods are immutable at
