@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
@@ -52,6 +54,12 @@ type Config struct {
 	// attempt's deadline), so that the key's next lookup can still recover
 	// it. Default 2m.
 	SettleWindow time.Duration
+	// Clock times the tombstones of deleted Pod generations. Default: the
+	// real clock; tests pass a fake one.
+	Clock clock.PassiveClock
+	// Tombstones bounds how many deleted Pod generations are remembered
+	// (each for 10 minutes, about 200 bytes). Default 65,536.
+	Tombstones int
 }
 
 // Defaults are the values Config's zero fields take, and the defaults of
@@ -60,6 +68,7 @@ var Defaults = Config{
 	Node: "vk-sandboxd", Shards: 8, Workers: 32, QueueDepth: 1024,
 	RequeueMin: time.Second, RequeueMax: 30 * time.Second, ReleaseTimeout: 10 * time.Second,
 	VerifyInterval: 2 * time.Second, SettleWindow: 2 * time.Minute, ClaimRetry: DefaultClaimRetry,
+	Tombstones: 1 << 16,
 }
 
 func (c *Config) defaults() error {
@@ -83,6 +92,7 @@ func (c *Config) defaults() error {
 	def(&c.Shards, d.Shards)
 	def(&c.Workers, d.Workers)
 	def(&c.QueueDepth, d.QueueDepth)
+	def(&c.Tombstones, d.Tombstones)
 	defd(&c.RequeueMin, d.RequeueMin)
 	defd(&c.RequeueMax, d.RequeueMax)
 	defd(&c.ReleaseTimeout, d.ReleaseTimeout)
@@ -97,6 +107,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	return nil
 }

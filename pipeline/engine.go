@@ -61,10 +61,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	gens, err := newGenerations()
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: tombstone cache: %w", err)
-	}
+	gens := newGenerations(cfg.Clock, cfg.Tombstones)
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: Identity{Node: cfg.Node},
 		tracer: otel.Tracer(tracerName),
@@ -108,7 +105,6 @@ func (e *Engine) Shutdown() {
 		sh.q.ShutDown()
 	}
 	e.workers.Wait()
-	e.gens.close()
 }
 
 // Identity is how this engine marks its claims at sandboxd.

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dgraph-io/ristretto/v2"
+	"k8s.io/apimachinery/pkg/util/cache"
 )
 
 // generations knows which Pod generation (UID) is current for each key,
@@ -21,39 +21,32 @@ import (
 //     creates only Pods its informer shows alive and not terminating, and
 //     it can call DeletePod for a Pod that still lives (its sync deletes
 //     whatever the provider holds for a key its informer does not show
-//     yet), so a create is the newer word. Tombstones live in a bounded
-//     cache with a TTL; if one is evicted early the current-UID check still
-//     stops the old generation.
+//     yet), so a create is the newer word.
+//
+// Tombstones are a safety rule, so their store is synchronous and exact: a
+// tombstone set is readable at once, and one is dropped only when it is
+// older than tombstoneTTL or when its bound of newer ones followed it
+// (least recently set first): Config.Tombstones. The current-UID check still stops an old
+// generation whose tombstone went.
 type generations struct {
 	mu      sync.Mutex
 	current map[string]string // key → newest UID seen by Create, until it is deleted
 
-	dead *ristretto.Cache[string, struct{}]
+	dead *cache.LRUExpireCache // UID → struct{}
 	ttl  time.Duration
 }
 
-const (
-	tombstoneTTL  = 10 * time.Minute
-	maxTombstones = 1 << 16
-)
+const tombstoneTTL = 10 * time.Minute
 
-func newGenerations() (*generations, error) {
-	dead, err := ristretto.NewCache(&ristretto.Config[string, struct{}]{
-		NumCounters: 10 * maxTombstones, MaxCost: maxTombstones, BufferItems: 64,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &generations{current: map[string]string{}, dead: dead, ttl: tombstoneTTL}, nil
+// newGenerations remembers up to bound tombstones (Config.Tombstones).
+func newGenerations(clock cache.Clock, bound int) *generations {
+	return &generations{current: map[string]string{}, dead: cache.NewLRUExpireCacheWithClock(bound, clock), ttl: tombstoneTTL}
 }
 
 // born records uid as key's current generation, lifting a tombstone it
 // may have, and returns the UID it replaced ("" for none).
 func (g *generations) born(key, uid string) (replaced string) {
-	if g.deleted(uid) {
-		g.dead.Del(uid)
-		g.dead.Wait()
-	}
+	g.dead.Remove(uid)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if old := g.current[key]; old != uid {
@@ -65,9 +58,7 @@ func (g *generations) born(key, uid string) (replaced string) {
 
 // died tombstones uid and, if it is key's current generation, ends it.
 func (g *generations) died(key, uid string) {
-	// Visible to every reader once Wait returns: ristretto buffers sets.
-	g.dead.SetWithTTL(uid, struct{}{}, 1, g.ttl)
-	g.dead.Wait()
+	g.dead.Add(uid, struct{}{}, g.ttl)
 	g.mu.Lock()
 	if g.current[key] == uid {
 		delete(g.current, key)
@@ -92,5 +83,3 @@ func (g *generations) live(key, uid string) bool {
 	defer g.mu.Unlock()
 	return g.current[key] == uid
 }
-
-func (g *generations) close() { g.dead.Close() }
