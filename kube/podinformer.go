@@ -53,6 +53,22 @@ type echoFilter struct {
 	cache.ResourceEventHandler
 }
 
+// OnDelete hands virtual-kubelet every delete as the Pod it deletes. A
+// delete the informer learned of only from a relist (the watch was down
+// while the Pod went) arrives as a cache.DeletedFinalStateUnknown, which
+// virtual-kubelet's pod controller drops without a word: its DeletePod
+// would never run, the claim would stay held for a Pod that is gone, and a
+// Pending Pod's intent would go on claiming. The tombstone carries the
+// last Pod the informer knew, which is the one the provider holds.
+func (f echoFilter) OnDelete(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if pod, ok := d.Obj.(*corev1.Pod); ok {
+			obj = pod
+		}
+	}
+	f.ResourceEventHandler.OnDelete(obj)
+}
+
 func (f echoFilter) OnUpdate(oldObj, newObj any) {
 	o, ok1 := oldObj.(*corev1.Pod)
 	n, ok2 := newObj.(*corev1.Pod)

@@ -84,3 +84,23 @@ func TestAnUpdateToAnotherGenerationIsADeleteThenAnAdd(t *testing.T) {
 		t.Fatalf("events %q, want %q", got, want)
 	}
 }
+
+// A delete the informer learned of from a relist arrives wrapped in a
+// cache.DeletedFinalStateUnknown. virtual-kubelet's pod controller drops
+// anything that is not a *corev1.Pod, so the node unwraps it: the delete
+// reaches DeletePod with the last Pod the informer knew.
+func TestADeleteLearnedFromARelistReachesVirtualKubeletAsThePod(t *testing.T) {
+	pod := echoTestPod()
+	var got []any
+	h := echoFilter{cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) { got = append(got, obj) }}}
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: pod.Namespace + "/" + pod.Name, Obj: pod})
+	h.OnDelete(pod)
+	if len(got) != 2 {
+		t.Fatalf("%d deletes handed on, want 2", len(got))
+	}
+	for i, obj := range got {
+		if p, ok := obj.(*corev1.Pod); !ok || p.UID != pod.UID {
+			t.Fatalf("delete %d handed on as %T, want the *corev1.Pod %s", i, obj, pod.UID)
+		}
+	}
+}
