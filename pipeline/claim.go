@@ -101,7 +101,7 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 		}
 		return txResult{outcome: OutcomeWaiting, retry: true}
 	case StateTentative:
-		if c.PodUID == ref.UID || ownerMatches(c, ref) {
+		if c.PodUID == ref.UID || e.ownerMatches(ctx, ref.Key, c, ref) {
 			adopted := c.PodUID != ref.UID
 			c.PodUID = ref.UID
 			return e.persistOrRollBack(ctx, it, c, adopted) // retry the durable write
@@ -111,7 +111,7 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 			e.publishRunning(ctx, it, c, false)
 			return done(OutcomeRunning)
 		}
-		if c.PodUID == ref.UID || ownerMatches(c, ref) {
+		if c.PodUID == ref.UID || e.ownerMatches(ctx, ref.Key, c, ref) {
 			return e.adopt(ctx, it, c)
 		}
 	}
@@ -121,6 +121,13 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 	// releases it. While that owner lives, the new Pod waits.
 	v := e.owners(ctx, ref.Key, viewOf(c, StateDurable))
 	if !v.Release {
+		// The Pod the claim was made for is gone: the key's current
+		// generation is ref. virtual-kubelet may have replaced it without
+		// a DeletePod (a delete and a create synced as one update), so
+		// nothing else would ask its owner again. Held for a Pod that is
+		// gone, the claim is re-authorized periodically, and released once
+		// its recorded owner is gone, whatever becomes of this Pod.
+		e.table.detach(ref.Key, c.ID)
 		msg := fmt.Sprintf("%s: the pod key holds VM %s for another owner (%s), which has not given it up (%s)", ref.Key, c.ID, ownerName(c), v.Reason)
 		e.pending(ctx, ref, ReasonOwnerConflict, msg)
 		return txResult{outcome: OutcomeWaiting, retry: true}
@@ -132,13 +139,31 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 	return e.claimFresh(ctx, it)
 }
 
-// ownerMatches is the adoption rule: the same controller owner UID, or no
-// owner on either side. The reference adopted on the name alone, handing an
-// old VM to a new owner. A row whose owner is unknown (migrated from the
-// reference) is adopted by the next Pod of its key, as the reference would
-// have, and takes that Pod's owner: nothing could authorize releasing it.
-func ownerMatches(c store.Claim, ref PodRef) bool {
-	return !c.OwnerKnown() || c.OwnerUID == ref.OwnerUID
+// ownerMatches is the adoption rule: the same controller owner, compared in
+// full (apiVersion/kind/name and UID), or no owner on either side. A UID
+// alone is no proof: a Pod may copy a live owner's UID under another
+// owner's name. The reference format adopted on the Pod's name alone,
+// handing an old VM to a new owner.
+//
+// Two kinds of row record less than a full owner:
+//   - owner unknown (migrated from the reference format): adopted by the
+//     next Pod of its key, which records its owner; nothing could
+//     authorize releasing it;
+//   - owner UID without a name (an older row format): adopted only by a
+//     Pod whose named owner, read fresh, is the object with that UID.
+func (e *Engine) ownerMatches(ctx context.Context, key string, c store.Claim, ref PodRef) bool {
+	switch {
+	case !c.OwnerKnown():
+		return true
+	case c.OwnerUID != ref.OwnerUID:
+		return false
+	case c.Owner != "" || c.OwnerUID == "":
+		return c.Owner == ref.Owner
+	}
+	named := viewOf(c, StateDurable)
+	named.Owner = ref.Owner
+	v := e.owners(ctx, key, named)
+	return !v.Release && v.FromOwner // that owner, alive
 }
 
 func ownerName(c store.Claim) string {
@@ -149,8 +174,8 @@ func ownerName(c store.Claim) string {
 }
 
 // adopt rebinds the key's claim to ref's Pod, durably, then publishes it.
-// The Pod's owner becomes the claim's recorded owner, which fills in an
-// unknown one.
+// ownerMatches admitted ref's owner, so recording it changes a known owner
+// not at all, and fills in an unknown one or a missing name.
 func (e *Engine) adopt(ctx context.Context, it Intent, c store.Claim) txResult {
 	ref := it.Ref
 	same := c.PodUID == ref.UID
@@ -186,6 +211,19 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 		return txResult{outcome: OutcomeError, retry: true, err: err}
 	case err != nil:
 		err = keyErr(ref.Key, "claim", err)
+		e.pending(ctx, ref, ReasonClaimFailed, err.Error())
+		return txResult{outcome: OutcomeError, retry: true, err: err}
+	}
+	if holder, held := e.table.holder(resp.ID); held {
+		// A claim answer is accepted for one key only. An answer naming a
+		// VM another key holds is a replay (sandboxd, a proxy, a retry
+		// layer): taking it would put two Pods on one VM, and a release for
+		// either would destroy the other's. Nothing is recorded and nothing
+		// is released; the key's next attempt first looks its own claim up
+		// by claim_ref, in case the real answer was the one lost.
+		e.table.setUnsettled(ref.Key, true)
+		err := keyErr(ref.Key, "claim", fmt.Errorf("%w: sandboxd answered with VM %s, which %s already holds", pool.ErrBadResponse, resp.ID, holder))
+		e.log.ErrorContext(ctx, "claim answer refused: its VM is held by another pod key", "pod", ref.Key, "claim", resp.ID, "holder", holder)
 		e.pending(ctx, ref, ReasonClaimFailed, err.Error())
 		return txResult{outcome: OutcomeError, retry: true, err: err}
 	}

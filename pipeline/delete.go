@@ -22,23 +22,30 @@ type DeleteResult struct {
 }
 
 // Delete ends the intent of ref and, when ref's generation holds the key's
-// claim, asks authorize for the verdict: preserve keeps the claim for a
-// same-name replacement to adopt; release calls sandboxd. A release error
-// keeps the claim (and the caller should keep the Pod), so the delete can be
-// retried with the credential intact. A 404 from sandboxd is converged.
+// claim, takes the verdict: preserve keeps the claim for a same-name
+// replacement to adopt; release calls sandboxd. A release error keeps the
+// claim (and the caller should keep the Pod), so the delete can be retried
+// with the credential intact. A 404 from sandboxd is converged.
+//
+// The verdict comes from the owner recorded with the claim (Owners), never
+// from the deleted Pod: a Pod's ownerReferences can be edited by whoever
+// may patch Pods, so they are a claim to authority, not proof. podVerdict,
+// the verdict of the Pod's own controller owner, is asked only where no
+// owner is recorded: a row migrated from the reference format, and VMs
+// that no row holds (which no user was ever given).
 //
 // Concurrent deletes of one UID share one decision (virtual-kubelet may call
 // DeletePod several times for the same Pod).
-func (e *Engine) Delete(ctx context.Context, ref PodRef, authorize func(context.Context) Verdict) (DeleteResult, error) {
+func (e *Engine) Delete(ctx context.Context, ref PodRef, podVerdict func(context.Context) Verdict) (DeleteResult, error) {
 	v, err, shared := e.sf.Do("delete/"+ref.UID, func() (any, error) {
-		return e.delete(ctx, ref, authorize)
+		return e.delete(ctx, ref, podVerdict)
 	})
 	res := v.(DeleteResult)
 	res.Shared = shared
 	return res, err
 }
 
-func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.Context) Verdict) (DeleteResult, error) {
+func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context.Context) Verdict) (DeleteResult, error) {
 	ctx, span := e.tracer.Start(ctx, "claim.delete", trace.WithAttributes(refAttrs(ref)...))
 	defer span.End()
 	// A deleted generation is never claimed for again: its queued intent
@@ -55,12 +62,12 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 	var v Verdict
 	askedFor, asked := "", false // the claim ID the verdict was taken for
 	if c, st := e.table.lookup(ref.Key); st != StateNone && c.PodUID == ref.UID {
-		v, askedFor, asked = e.authorizeSpan(ctx, authorize), c.ID, true
+		v, askedFor, asked = e.authorizeSpan(ctx, e.verdictFor(ref.Key, c, podVerdict)), c.ID, true
 	}
 	defer e.locks.lock(ref.Key)()
 	c, st := e.table.lookup(ref.Key)
 	if st == StateNone && e.maybeUnheld(ref.Key) {
-		return e.deleteUnheld(ctx, ref, authorize)
+		return e.deleteUnheld(ctx, ref, podVerdict)
 	}
 	// Stale-UID guard: the claim belongs to another generation of this key
 	// (or there is none); this delete carries no authority over it.
@@ -69,7 +76,7 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 		return DeleteResult{}, nil
 	}
 	if !asked || askedFor != c.ID {
-		v = e.authorizeSpan(ctx, authorize)
+		v = e.authorizeSpan(ctx, e.verdictFor(ref.Key, c, podVerdict))
 	}
 	if v.Release && !v.FromOwner && !c.OwnerKnown() {
 		// A bare Pod's delete is no authority over a row whose owner is
@@ -97,6 +104,18 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, authorize func(context.
 		return res, err
 	}
 	return res, nil
+}
+
+// verdictFor is where a held row's delete verdict comes from: the owner
+// recorded with the claim, compared in full (Owners); the deleted Pod's own
+// owner only for a row that records none (migrated from the reference
+// format), and then only a verdict read from an owner object releases it
+// (see delete).
+func (e *Engine) verdictFor(key string, c store.Claim, podVerdict func(context.Context) Verdict) func(context.Context) Verdict {
+	if !c.OwnerKnown() {
+		return podVerdict
+	}
+	return func(ctx context.Context) Verdict { return e.owners(ctx, key, viewOf(c, StateDurable)) }
 }
 
 // authorizeSpan takes the owner's verdict inside a delete.authorize span.
@@ -142,7 +161,7 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 // unsettled, and the key's next claim recovers one of them instead of
 // claiming again. Without the root token their credentials cannot be
 // fetched: they are logged and left to their lease.
-func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, authorize func(context.Context) Verdict) (DeleteResult, error) {
+func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(context.Context) Verdict) (DeleteResult, error) {
 	rows, err := e.sbx.List(ctx, e.id.Selector(ref.Key))
 	if err != nil {
 		return DeleteResult{}, keyErr(ref.Key, "look up unheld sandboxes by claim_ref", err)
@@ -157,7 +176,7 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, authorize func(co
 		e.table.setUnsettled(ref.Key, false)
 		return DeleteResult{}, nil
 	}
-	v := authorize(ctx)
+	v := podVerdict(ctx)
 	res := DeleteResult{Held: true, Verdict: v}
 	if !v.Release {
 		e.obs.Decision(ctx, DecisionPreserve, v.Reason)

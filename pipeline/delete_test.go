@@ -51,14 +51,8 @@ func TestAdoptionRequiresSameOwner(t *testing.T) {
 			create(t, r.eng, intent(key, "uid-1", tc.oldOwner))
 			first := r.rep.running(t, "uid-1")
 
-			res, err := r.eng.Delete(context.Background(), first.ref, verdict(false, "owner-alive"))
-			if err != nil || !res.Held || res.Verdict.Release {
-				t.Fatalf("preserve Delete = %+v, %v", res, err)
-			}
-			if cv, ok := r.eng.Lookup(key); !ok || cv.State != pipeline.StateDurable || cv.ID != first.claim.ID {
-				t.Fatalf("after preserve: Claim = %+v %v, want the durable claim kept", cv.State, ok)
-			}
-
+			// The next generation arrives without a delete of the first, as
+			// virtual-kubelet hands a replacement synced with its delete.
 			create(t, r.eng, intent(key, "uid-2", tc.next))
 			second := r.rep.running(t, "uid-2")
 			row, _ := r.store.Get(key)
@@ -208,27 +202,27 @@ func TestReleaseErrorKeepsClaim(t *testing.T) {
 // delete then finds the row moved on and has no authority over it, even
 // with a release verdict.
 func TestDeleteTakesTheOwnerVerdictOutsideTheKeyLock(t *testing.T) {
-	r := newRig(t, sim.Config{}, nil)
-	key := "ns/slow-owner"
-	create(t, r.eng, intent(key, "uid-1", "owner-1"))
-	first := r.rep.running(t, "uid-1")
-
 	asked, answer := make(chan struct{}), make(chan struct{})
 	reply := sync.OnceFunc(func() { close(answer) })
-	t.Cleanup(reply) // runs before the rig's: a failed wait must not hang its shutdown
 	var calls atomic.Int32
-	slow := func(context.Context) pipeline.Verdict {
+	slow := func(context.Context, string, pipeline.ClaimView) pipeline.Verdict {
 		if calls.Add(1) == 1 {
 			close(asked)
 			<-answer
 		}
-		return pipeline.Verdict{Release: true, Reason: "owner-deleted"}
+		return pipeline.Verdict{Release: true, Reason: "owner-deleted", FromOwner: true}
 	}
+	r := newRig(t, sim.Config{}, func(c *pipeline.Config) { c.Owners = slow })
+	t.Cleanup(reply) // runs before the rig's: a failed wait must not hang its shutdown
+	key := "ns/slow-owner"
+	create(t, r.eng, intent(key, "uid-1", "owner-1"))
+	first := r.rep.running(t, "uid-1")
+
 	done := make(chan error, 1)
 	var res pipeline.DeleteResult
 	go func() {
 		var err error
-		res, err = r.eng.Delete(context.Background(), first.ref, slow)
+		res, err = r.eng.Delete(context.Background(), first.ref, verdict(true, "bare-pod"))
 		done <- err
 	}()
 	<-asked

@@ -221,11 +221,14 @@ func newRig(t testing.TB, sc sim.Config, mod func(*pipeline.Config)) *rig {
 	return &rig{env: env, store: st, rep: rep, eng: eng}
 }
 
+// intent is a Pod of key, generation uid, whose controller owner is the
+// Sandbox named and UID'd owner ("" for a bare Pod).
 func intent(key, uid, owner string) pipeline.Intent {
-	return pipeline.Intent{
-		Ref:  pipeline.PodRef{Key: key, UID: uid, OwnerUID: owner},
-		Spec: pipeline.ClaimSpec{Template: template, TTLSeconds: 3600},
+	ref := pipeline.PodRef{Key: key, UID: uid, OwnerUID: owner}
+	if owner != "" {
+		ref.Owner = "agents.x-k8s.io/v1alpha1/Sandbox/" + owner
 	}
+	return pipeline.Intent{Ref: ref, Spec: pipeline.ClaimSpec{Template: template, TTLSeconds: 3600}}
 }
 
 func create(t testing.TB, e *pipeline.Engine, it pipeline.Intent) {
@@ -233,6 +236,12 @@ func create(t testing.TB, e *pipeline.Engine, it pipeline.Intent) {
 	if err := e.Create(context.Background(), it); err != nil {
 		t.Fatalf("Create %s (%s): %v", it.Ref.Key, it.Ref.UID, err)
 	}
+}
+
+// allOwnersGone is the recorded-owner authority of a test whose deletes mean
+// "the owner is gone": every recorded owner gives a release verdict.
+func allOwnersGone(context.Context, string, pipeline.ClaimView) pipeline.Verdict {
+	return pipeline.Verdict{Release: true, Reason: "owner-gone", FromOwner: true}
 }
 
 func verdict(release bool, reason string) func(context.Context) pipeline.Verdict {

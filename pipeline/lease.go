@@ -23,7 +23,8 @@ const ReasonRenewFailed = "SandboxLeaseRenewFailed"
 // new deadline is made durable before it is shown on the Pod. A failed
 // renew raises a Warning and is retried with backoff.
 //
-// Once a recorded deadline has passed, one sandboxd listing decides:
+// Once a recorded deadline has passed, one sandboxd listing decides, and a
+// VM the listing does not show is asked about by id (expiredVM):
 //   - sandbox gone: the row is forgotten and the Pod goes Failed with
 //     SandboxLeaseExpired (the only terminal state);
 //   - still listed with a later deadline: the row takes it;
@@ -155,7 +156,16 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 	if st != StateDurable || !now.After(c.Deadline) {
 		return
 	}
-	if deadline, ok := listed[c.ID]; ok {
+	deadline, ok := listed[c.ID]
+	if !ok {
+		var err error
+		if deadline, ok, err = e.expiredVM(ctx, key, c); err != nil {
+			e.log.Warn("lease watch: whether an expired claim's VM is gone could not be told; deciding nothing", "pod", key, "claim", c.ID, "error", err)
+			e.leases.failed(key, now)
+			return
+		}
+	}
+	if ok {
 		if !deadline.After(c.Deadline) {
 			e.leases.failed(key, now) // the node has not reaped it yet
 			return
@@ -169,8 +179,7 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 		e.leases.ok(key)
 		return
 	}
-	// sandboxd confirms the VM is gone: nothing is released, the row is
-	// only forgotten.
+	// sandboxd confirms the VM is gone: the row is only forgotten.
 	if err := e.store.Delete(context.WithoutCancel(ctx), key); err != nil {
 		e.log.Error("lease watch: could not forget an expired claim", "pod", key, "claim", c.ID, "error", err)
 		e.leases.failed(key, now)
@@ -180,4 +189,28 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 	e.obs.Decision(ctx, DecisionLeaseExpired, "not-listed")
 	e.log.Info("lease ended", "pod", key, "claim", c.ID, "deadline", c.Deadline)
 	e.rep.Expired(ctx, PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID}, viewOf(c, StateNone))
+}
+
+// expiredVM tells, for a claim past its deadline that the listing does not
+// show, whether its VM is still there (and its deadline) or gone. Absence
+// from a listing is no proof (see proveGone): a root read of the id decides.
+// A tenant token cannot read by id; it releases the VM with the VM's own
+// token instead, which is harmless past the lease: 204 or 404 to the
+// sandbox's own credential after its deadline both mean the VM is gone now.
+func (e *Engine) expiredVM(ctx context.Context, key string, c store.Claim) (deadline time.Time, there bool, err error) {
+	if !e.sbx.Tenant() {
+		row, err := e.sbx.Get(ctx, c.ID)
+		switch {
+		case err == nil:
+			return row.Deadline, true, nil
+		case errors.Is(err, pool.ErrNotFound):
+			return time.Time{}, false, nil
+		case !errors.Is(err, pool.ErrForbidden):
+			return time.Time{}, false, err
+		}
+	}
+	if err := e.sbx.Release(ctx, c.ID, c.Token); err != nil && !errors.Is(err, pool.ErrNotFound) {
+		return time.Time{}, false, keyErr(key, "release of expired "+c.ID, err)
+	}
+	return time.Time{}, false, nil
 }

@@ -81,6 +81,7 @@ func TestR3HungSlowBodyAndLateFinishingClaims(t *testing.T) {
 			cfg := testConfig(c, openStore(t, tempStorePath(t), false), rep)
 			cfg.ClaimRetry.MaxAttempts = r3Attempts
 			cfg.SettleWindow = time.Nanosecond
+			cfg.Owners = allOwnersGone
 			e := startEngine(t, cfg)
 			<-e.Listed()
 			tc.setup(env.sim)

@@ -63,6 +63,23 @@ func (t *table) lookup(key string) (store.Claim, State) {
 	return c, StateDurable
 }
 
+// holder returns the key whose row (durable, quarantined or tentative)
+// holds claim id. O(1) in the store, plus the tentative rows, of which
+// there are at most as many as transactions in flight.
+func (t *table) holder(id string) (string, bool) {
+	if key, ok := t.st.Holder(id); ok {
+		return key, true
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for key, c := range t.tentative {
+		if c.ID == id {
+			return key, true
+		}
+	}
+	return "", false
+}
+
 func (t *table) setTentative(key string, c store.Claim) {
 	t.mu.Lock()
 	t.tentative[key] = c

@@ -118,6 +118,8 @@ type Store interface {
 	Put(ctx context.Context, key string, c store.Claim) error
 	Delete(ctx context.Context, key string) error
 	Get(key string) (store.Claim, bool)
+	// Holder returns the key whose durable row holds claim id.
+	Holder(id string) (key string, ok bool)
 	Range(fn func(key string, c store.Claim) bool)
 	Len() int
 }

@@ -19,8 +19,9 @@ import (
 //     serves no one; the next transaction for its key recovers it instead
 //     of claiming a second VM (see maybeUnheld);
 //   - it lifts quarantine from rows loaded off disk: a listed row becomes
-//     durable and adoptable; a row the node no longer holds is dropped (the
-//     VM is already gone, so nothing is released).
+//     durable and adoptable, and so does one a root read of its id finds;
+//     a row whose id a root read answers 404 is dropped (the VM is already
+//     gone, so nothing is released). See proveGone.
 //
 // A failed listing marks and drops nothing. Once no quarantined row
 // remains, the loop ends.
@@ -70,7 +71,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 				"sandboxes", unheld)
 		}
 	}
-	var lifted, dropped int
+	var lifted, dropped, unproven int
 	var failed error
 	for _, key := range e.table.quarantinedKeys() {
 		unlock, ok := e.locks.tryLock(key)
@@ -80,17 +81,25 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 		}
 		c, st := e.table.lookup(key)
 		if st == StateQuarantined {
-			if _, ok := listed[c.ID]; ok {
+			_, ok := listed[c.ID]
+			switch gone, err := e.proveGone(ctx, ok, c.ID); {
+			case err == errUnprovable:
+				unproven++ // stays quarantined: see proveGone
+			case err != nil:
+				failed = err // stays quarantined; the next try asks again
+			case !gone:
 				e.table.lift(key)
 				lifted++
 				e.obs.Decision(ctx, DecisionQuarantineLifted, "listed")
-			} else if err := e.store.Delete(ctx, key); err != nil {
-				failed = err // stays quarantined; the next try drops it
-			} else {
+			default:
+				if err := e.store.Delete(ctx, key); err != nil {
+					failed = err // stays quarantined; the next try drops it
+					break
+				}
 				e.forgetRow(key)
 				dropped++
-				e.obs.Decision(ctx, DecisionQuarantineDropped, "not-listed")
-				e.log.Info("dropped a loaded claim that sandboxd no longer holds", "pod", key, "claim", c.ID)
+				e.obs.Decision(ctx, DecisionQuarantineDropped, "gone")
+				e.log.Info("dropped a loaded claim whose VM sandboxd confirms is gone", "pod", key, "claim", c.ID)
 			}
 		}
 		unlock()
@@ -98,7 +107,40 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 	if lifted+dropped > 0 {
 		e.log.Info("quarantine verification", "lifted", lifted, "dropped", dropped)
 	}
+	if unproven > 0 && failed == nil {
+		e.log.Warn("claims loaded from the state file are not in the listing this token may see, and without the root token nothing proves them gone; they keep their release credentials and stay quarantined (not Running, not adopted) until a delete releases them or the node gets the root token",
+			"rows", unproven)
+	}
 	return failed
+}
+
+// errUnprovable: a row is not in a listing that may be partial, and the
+// token cannot read a sandbox by id to tell gone from hidden.
+var errUnprovable = errors.New("absent from a tenant-scoped listing; the by-id read needs the root token")
+
+// proveGone decides whether the VM of a row is gone. A row is dropped only
+// on proof that its VM is gone, never from its absence in a listing: a
+// tenant token lists only its own claims (a row claimed under the root
+// token is not in it), and a sandboxd that is still restoring its index may
+// answer a short listing. The proof is a root read of the id answering 404.
+// A listed VM is there. An unlisted one is read by id: 404 is gone, a row
+// is there; a tenant token cannot read by id, so nothing is proven
+// (errUnprovable).
+func (e *Engine) proveGone(ctx context.Context, listed bool, id string) (gone bool, err error) {
+	if listed {
+		return false, nil
+	}
+	if e.sbx.Tenant() {
+		return false, errUnprovable
+	}
+	_, err = e.sbx.Get(ctx, id)
+	switch {
+	case errors.Is(err, pool.ErrNotFound):
+		return true, nil
+	case errors.Is(err, pool.ErrForbidden):
+		return false, errUnprovable
+	}
+	return false, err
 }
 
 var errKeyBusy = errors.New("a delete holds a quarantined key")

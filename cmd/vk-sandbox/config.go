@@ -169,6 +169,12 @@ func (c *config) settle() error {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
 		}
 	}
+	// A claim may finish at sandboxd up to one claim attempt after its
+	// caller gave up; the orphan scan must not release such a VM as
+	// undelivered before the key's next lookup had a chance to recover it.
+	if c.SettleWindow <= c.SandboxdClaimTimeout {
+		return fmt.Errorf("--settle-window %s must exceed --sandboxd-claim-timeout %s: a VM whose claim answer was lost could be released as undelivered before its Pod's next attempt recovers it", c.SettleWindow, c.SandboxdClaimTimeout)
+	}
 	if c.EventQPS < 0 || c.EventBurst < 0 || (c.EventQPS > 0 && c.EventBurst == 0) {
 		return fmt.Errorf("--event-qps %v --event-burst %d: both must be positive (--event-qps 0 removes the budget)", c.EventQPS, c.EventBurst)
 	}

@@ -57,6 +57,18 @@ func TestSandboxdTimeoutsMustBePositive(t *testing.T) {
 	}
 }
 
+// A VM whose claim answer was lost may finish up to one claim attempt
+// after its caller gave up; the orphan scan may not call it undelivered
+// sooner.
+func TestSettleWindowMustExceedTheClaimTimeout(t *testing.T) {
+	if _, err := parseFlags([]string{"--sandboxd-claim-timeout=3m", "--settle-window=2m"}); err == nil {
+		t.Fatal("a settle window below the claim timeout was accepted")
+	}
+	if _, err := parseFlags([]string{"--sandboxd-claim-timeout=30s", "--settle-window=31s"}); err != nil {
+		t.Fatalf("a settle window above the claim timeout was refused: %v", err)
+	}
+}
+
 // An explicit --kubeconfig wins over $KUBECONFIG, which wins over in-cluster
 // config, which wins over ~/.kube/config.
 func TestKubeconfigResolutionOrder(t *testing.T) {

@@ -157,10 +157,14 @@ func (s *Store) commit(batch []*request) (groupStat, error) {
 	for _, r := range batch {
 		for i := range r.ops {
 			op := &r.ops[i]
+			if old, ok := s.rows[op.key]; ok {
+				delete(s.holders, old.claim.ID)
+			}
 			if op.del {
 				delete(s.rows, op.key)
 			} else {
 				s.rows[op.key] = row{claim: op.claim, line: op.line}
+				s.holders[op.claim.ID] = op.key
 			}
 		}
 	}

@@ -103,6 +103,9 @@ type Store struct {
 
 	mu   sync.RWMutex
 	rows map[string]row
+	// holders maps each durable row's claim id to its key; it changes
+	// with rows, under mu.
+	holders map[string]string
 
 	q    queue
 	done chan struct{} // closed when the writer goroutine exits
@@ -176,6 +179,10 @@ func (s *Store) recover() error {
 		return err
 	}
 	s.rows, s.records = ld.rows, ld.records
+	s.holders = make(map[string]string, len(s.rows))
+	for k, r := range s.rows {
+		s.holders[r.claim.ID] = k
+	}
 	if ld.torn != nil {
 		if err := s.repair(ld.torn); err != nil {
 			return err
@@ -278,6 +285,15 @@ func (s *Store) Get(key string) (Claim, bool) {
 	r, ok := s.rows[key]
 	s.mu.RUnlock()
 	return r.claim, ok
+}
+
+// Holder returns the key whose durable row holds claim id. O(1); it never
+// touches the disk.
+func (s *Store) Holder(id string) (key string, ok bool) {
+	s.mu.RLock()
+	key, ok = s.holders[id]
+	s.mu.RUnlock()
+	return key, ok
 }
 
 // Range calls fn for every durable row until fn returns false. It iterates
