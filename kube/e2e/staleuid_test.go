@@ -215,3 +215,40 @@ func TestAReplacedGenerationsClaimIsNotReportedOnItsReplacement(t *testing.T) {
 		t.Fatalf("claim = %+v, want uid-a's, kept for owner-a", c)
 	}
 }
+
+// Apiservers' clocks may disagree by more than the one-second grain of a
+// creation timestamp. A replacement stamped seconds before the Pod it
+// replaces is still the newer generation, and an update of the replaced
+// generation is still stale: the resource versions order them, not the
+// clocks.
+func TestAReplacementStampedByASkewedClockIsCreated(t *testing.T) {
+	r := newStaleRig(t)
+	ctx := t.Context()
+	owner := createOwner(t, r.ns, "skew")
+	podA := sandboxPod(r.ns, "skew", "n", ownedBy(owner))
+	podA.UID, podA.ResourceVersion, podA.CreationTimestamp = types.UID("uid-a"), "1000", metav1.Now()
+	podB := podA.DeepCopy()
+	podB.UID, podB.ResourceVersion = types.UID("uid-b"), "1200"
+	podB.CreationTimestamp = metav1.NewTime(podA.CreationTimestamp.Add(-5 * time.Second)) // a lagging apiserver
+
+	if err := r.prov.CreatePod(ctx, podA); err != nil {
+		t.Fatal(err)
+	}
+	a := r.running(t, "skew", "uid-a")
+	if err := r.prov.UpdatePod(ctx, podB); err != nil {
+		t.Fatal(err)
+	}
+	b := r.running(t, "skew", "uid-b")
+	if a.Annotations[kube.AnnClaimID] != b.Annotations[kube.AnnClaimID] {
+		t.Fatalf("uid-b runs %s, want uid-a's VM %s adopted", b.Annotations[kube.AnnClaimID], a.Annotations[kube.AnnClaimID])
+	}
+	stale := podA.DeepCopy()
+	stale.ResourceVersion = "1100"
+	stale.CreationTimestamp = metav1.NewTime(podB.CreationTimestamp.Add(10 * time.Second))
+	if err := r.prov.UpdatePod(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := r.prov.GetPod(ctx, r.ns, "skew"); err != nil || p.UID != "uid-b" {
+		t.Fatalf("after a stale update of uid-a the node holds %v (%v), want uid-b", p.UID, err)
+	}
+}
