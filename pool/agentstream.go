@@ -126,13 +126,18 @@ func write(w io.Writer, p []byte) error {
 // held beyond one frame and one stdin chunk.
 func (a *Agent) stream(ctx context.Context, conn *AgentConn, req any, typed []byte, stdin io.Reader, closeStdin bool,
 	stdout, stderr io.Writer, resize <-chan TermSize) (int, error) {
-	// ctx ending interrupts a Recv blocked on the guest.
-	stop := context.AfterFunc(ctx, func() { _ = conn.conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// Until started names the pid there is nothing to kill, so ctx does
+	// not cut that wait short: the attempt's deadline bounds it, and a ctx
+	// that ended meanwhile kills the process at once.
+	_ = conn.conn.SetReadDeadline(time.Now().Add(a.c.attempt))
 	if err := conn.Send(req); err != nil {
 		return 0, errors.Join(ctx.Err(), err)
 	}
 	f, err := conn.Recv()
+	_ = conn.conn.SetReadDeadline(time.Time{})
+	// ctx ending interrupts a Recv blocked on the guest.
+	stop := context.AfterFunc(ctx, func() { _ = conn.conn.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
 	switch {
 	case err != nil:
 		return 0, errors.Join(ctx.Err(), err)

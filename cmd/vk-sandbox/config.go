@@ -43,22 +43,22 @@ type config struct {
 	KubeAPIBurst                 int
 	Kubeconfig                   string
 
-	Shards, WorkersPerShard, QueueDepth int
-	VKWorkers                           int
-	MetricsAddr                         string
-	LogLevel                            string
-	RequeueMax                          time.Duration
-	OwnerGetTimeout                     time.Duration
-	SandboxdTimeout                     time.Duration
-	SandboxdClaimTimeout                time.Duration
+	Shards, WorkersPerShard, QueueDepth    int
+	VKWorkers                              int
+	MetricsAddr                            string
+	LogLevel                               string
+	RequeueMax                             time.Duration
+	OwnerGetTimeout                        time.Duration
+	SandboxdTimeout                        time.Duration
+	SandboxdClaimTimeout                   time.Duration
 	ExecMaxSessionsPerPod, ExecMaxSessions int
-	ExecIdleTimeout                     time.Duration
-	LeaseCheckInterval                  time.Duration
-	ShutdownTimeout                     time.Duration
-	DefaultRateLimiters                 bool
-	UnsafeKubeletNoAuth                 bool
-	UnsafeNoFsync                       bool
-	Version                             bool
+	ExecIdleTimeout                        time.Duration
+	LeaseCheckInterval                     time.Duration
+	ShutdownTimeout                        time.Duration
+	DefaultRateLimiters                    bool
+	UnsafeKubeletNoAuth                    bool
+	UnsafeNoFsync                          bool
+	Version                                bool
 }
 
 // Worker-count defaults: the flags' defaults, and what 0 or less means;

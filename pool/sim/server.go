@@ -125,8 +125,8 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.done
+		s.guests.close() // first: an exec's relay ends when its process does
 		s.relays.close()
-		s.guests.close()
 		s.ix.close()
 		if s.cfg.StatePath != "" {
 			s.closeErr = saveState(s.cfg.StatePath, s.ix)
