@@ -2,8 +2,10 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -13,36 +15,121 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
-// ErrInteractive answers kubectl exec -i or -t: sandboxd's exec runs a
-// command to completion and buffers its output; it has no stdin and no
-// terminal to attach.
-var ErrInteractive = errdefs.InvalidInput("interactive sessions (kubectl exec -i or -t, kubectl attach) are not supported yet: " +
-	"sandboxd runs a command to completion without stdin or a terminal; run it without -i and -t, as kubectl exec POD -- CMD ARGS")
+// errNoRelayInteractive answers kubectl exec -i or -t on a node whose
+// sandboxd refused the agent relay: the buffered exec it falls back to has
+// no stdin and no terminal.
+var errNoRelayInteractive = errdefs.InvalidInput("this node's sandboxd does not relay connections to the guest agent " +
+	"(its agent upgrade was refused), so there is no stdin or terminal to attach: kubectl exec -i, -t and kubectl cp need it; " +
+	"kubectl exec POD -- CMD ARGS without -i and -t still runs a command")
 
-// RunInContainer is kubectl exec without -i and -t: the command runs to
-// completion in the sandbox through sandboxd's buffered exec, its stdout
-// and stderr are written to the streams once it ends, and a non-zero exit
-// code is passed through, so kubectl exec exits with it. The container
-// name is not used: a sandbox Pod is one VM, whatever its containers.
+// RunInContainer is kubectl exec. The command runs in the sandbox through
+// the guest agent (silkd) behind sandboxd's agent relay: output reaches
+// kubectl as the guest writes it, stdin (-i, and so kubectl cp) is passed
+// on as it arrives, -t runs it in a pseudo-terminal (tty.go), and the
+// exit code is kubectl's. A node whose sandboxd refuses the relay gets
+// sandboxd's buffered exec instead, for commands without -i and -t. The
+// container name is not used: a sandbox Pod is one VM, whatever its
+// containers.
 func (p *Provider) RunInContainer(ctx context.Context, namespace, name, _ string, cmd []string, attach api.AttachIO) error {
-	if attach.TTY() || attach.Stdin() != nil {
-		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
-		return ErrInteractive
-	}
 	if len(cmd) == 0 {
+		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 		return errdefs.InvalidInput("no command given: kubectl exec POD -- CMD ARGS")
 	}
 	c, err := p.target(namespace, name)
 	if err != nil {
+		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 		return err
 	}
+	release, err := p.sessions.acquire(c.Key)
+	if err != nil {
+		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
+		return err
+	}
+	defer release()
+	ctx, stop := p.boundToClaim(ctx, c)
+	defer stop()
+	ag := p.Sandboxd.Agent(c.ID, c.Token)
+	defer ag.Close()
+	var code int
+	if attach.TTY() {
+		code, err = p.runTTY(ctx, ag, cmd, attach)
+	} else {
+		code, err = ag.Exec(ctx, pool.AgentExec{Argv: cmd, Stdin: attach.Stdin(), Stdout: writer(attach.Stdout()), Stderr: writer(attach.Stderr())})
+	}
+	if errors.Is(err, pool.ErrNoAgentRelay) {
+		if attach.TTY() || attach.Stdin() != nil {
+			drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
+			return errNoRelayInteractive
+		}
+		return p.runBuffered(ctx, c, cmd, attach)
+	}
+	if err != nil {
+		if cerr := context.Cause(ctx); errors.Is(cerr, errClaimGone) {
+			return fmt.Errorf("sandbox %s: %w", c.ID, cerr)
+		}
+		p.log.Log(ctx, agentRefusalLevel(err), "exec failed", "pod", c.Key, "sandbox", c.ID, "error", err)
+		return explainAgent(err, c.ID)
+	}
+	return exitError(code)
+}
+
+// exitError is how the kubelet streaming server reports an exit code: an
+// error of this shape becomes NonZeroExitCode with the code as its cause,
+// and kubectl exits with it. -1 is silkd's "killed or unknown".
+func exitError(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return utilexec.CodeExitError{Err: fmt.Errorf("exit code %d", code), Code: code}
+}
+
+// writer is w, or a nil io.Writer when the stream was not asked for.
+func writer(w io.WriteCloser) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return w
+}
+
+// explainAgent turns a failure on the agent path into kubectl's message:
+// sandboxd's refusals of the upgrade as for the other surfaces, silkd's
+// own error frames in its words.
+func explainAgent(err error, id string) error {
+	var ae *pool.AgentError
+	if errors.As(err, &ae) {
+		if ae.Kind == pool.AgentBadRequest {
+			return errdefs.InvalidInputf("the guest agent of sandbox %s refused the command: %s", id, ae.Message)
+		}
+		return fmt.Errorf("the guest agent of sandbox %s: %s (%s)", id, ae.Message, ae.Kind)
+	}
+	if pool.StatusCode(err) != 0 {
+		return explain(err, pool.VerbExec, id, 0, 0)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("the session with the guest agent of sandbox %s broke: %w", id, err)
+}
+
+func agentRefusalLevel(err error) slog.Level {
+	var ae *pool.AgentError
+	if errors.As(err, &ae) && ae.Kind == pool.AgentBadRequest {
+		return slog.LevelDebug
+	}
+	return refusalLevel(err)
+}
+
+// runBuffered is kubectl exec without -i and -t on a node without the
+// agent relay: the command runs to completion through sandboxd's buffered
+// exec, and its output is written once it ends.
+func (p *Provider) runBuffered(ctx context.Context, c sandbox, cmd []string, attach api.AttachIO) error {
 	secs, err := timeoutSeconds(ctx)
 	if err != nil {
 		return err
 	}
 	res, err := p.Sandboxd.Exec(ctx, c.ID, c.Token, pool.ExecRequest{Argv: cmd, TimeoutSeconds: secs})
 	if err != nil {
-		p.log.Log(ctx, refusalLevel(err), "exec refused", "pod", namespace+"/"+name, "sandbox", c.ID, "error", err)
+		p.log.Log(ctx, refusalLevel(err), "exec refused", "pod", c.Key, "sandbox", c.ID, "error", err)
 		return explain(err, pool.VerbExec, c.ID, 0, secs)
 	}
 	if err := writeOutput(attach.Stdout(), res.Stdout); err != nil {
@@ -51,13 +138,7 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, name, _ string
 	if err := writeOutput(attach.Stderr(), res.Stderr); err != nil {
 		return err
 	}
-	if res.ExitCode != 0 {
-		// The kubelet streaming server reports an error of this shape as
-		// the exit code (NonZeroExitCode, with the code as its cause), and
-		// kubectl exits with it.
-		return utilexec.CodeExitError{Err: fmt.Errorf("exit code %d", res.ExitCode), Code: res.ExitCode}
-	}
-	return nil
+	return exitError(res.ExitCode)
 }
 
 // stdinDrainLimit bounds how long a refused interactive exec reads the
@@ -110,8 +191,15 @@ func writeOutput(w io.Writer, s string) error {
 	return err
 }
 
-// AttachToContainer is refused: attaching needs the interactive session
-// that sandboxd does not offer.
-func (p *Provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
-	return ErrInteractive
+// errAttach answers kubectl attach. A sandbox is a VM with no main
+// process whose streams attach could join; its processes are what kubectl
+// exec starts.
+var errAttach = errdefs.InvalidInput("kubectl attach: a sandbox Pod is a VM with no main process to attach to; " +
+	"for a shell use kubectl exec -it POD -- sh, and to run a command kubectl exec POD -- CMD ARGS")
+
+// AttachToContainer is refused with errAttach, once the input the client
+// already sent is read.
+func (p *Provider) AttachToContainer(ctx context.Context, _, _, _ string, attach api.AttachIO) error {
+	drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
+	return errAttach
 }

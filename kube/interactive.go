@@ -15,12 +15,13 @@ import (
 )
 
 // Sandboxd is what the interactive surfaces need from the sandboxd client.
-// Exec and DialPort take the claim's own sandbox token; Stats needs the
+// Exec, Agent and DialPort take the claim's own sandbox token; Stats needs the
 // root token, and Tenant reports that the node token has proved not to be.
 type Sandboxd interface {
 	Exec(ctx context.Context, id, token string, r pool.ExecRequest) (pool.ExecResult, error)
 	DialPort(ctx context.Context, id, token string, port int) (*pool.PortConn, error)
 	Stats(ctx context.Context, id string) (pool.Stats, error)
+	Agent(id, token string) *pool.Agent
 	Tenant() bool
 }
 
@@ -53,12 +54,13 @@ func (p *Provider) target(namespace, name string) (sandbox, error) {
 		}
 		return sandbox{}, errdefs.InvalidInputf("pod %s has no sandbox yet (%s): wait until it is Running", key, why)
 	}
-	return sandbox{ID: id, Token: token}, nil
+	return sandbox{ID: id, Token: token, Key: key, UID: string(pod.UID)}, nil
 }
 
 // sandbox is what an interactive request needs: the VM and its own token,
-// which sandboxd checks for exec and the ports relay.
-type sandbox struct{ ID, Token string }
+// which sandboxd checks for exec and the ports relay, and the Pod (key and
+// UID) whose claim it is.
+type sandbox struct{ ID, Token, Key, UID string }
 
 // explain turns a sandboxd refusal into what a person at kubectl needs to
 // read. The pool's error, already free of tokens, is logged by the caller;

@@ -201,7 +201,7 @@ func TestRunInContainerPassesOutputAndExitCode(t *testing.T) {
 // The request's deadline becomes the command's timeout, rounded up to whole
 // seconds; without one the command has none beyond the request.
 func TestRunInContainerTimeoutFollowsTheRequest(t *testing.T) {
-	it := newInteractive(t, sim.Config{}, interactiveRoot)
+	it := newInteractive(t, sim.Config{NoAgentRelay: true}, interactiveRoot)
 	if err := it.exec(t.Context(), newAttach(), "true"); err != nil || it.sbx.last().TimeoutSeconds != 0 {
 		t.Fatalf("no deadline: %v, timeout_seconds %d", err, it.sbx.last().TimeoutSeconds)
 	}
@@ -224,30 +224,36 @@ func TestRunInContainerTimeoutFollowsTheRequest(t *testing.T) {
 	}
 }
 
-// -i and -t are refused before sandboxd is asked anything.
-func TestRunInContainerRefusesInteractiveSessions(t *testing.T) {
-	it := newInteractive(t, sim.Config{}, interactiveRoot)
+// On a node whose sandboxd refuses the agent relay, -i and -t are refused
+// with what still works, and never fall back to the buffered exec;
+// kubectl attach is refused everywhere, saying what to use instead.
+func TestRunInContainerWithoutTheAgentRelay(t *testing.T) {
+	it := newInteractive(t, sim.Config{NoAgentRelay: true}, interactiveRoot)
 	for what, a := range map[string]*attachIO{
 		"stdin": {stdin: strings.NewReader(""), stdout: &closeBuffer{}},
 		"tty":   {tty: true, stdout: &closeBuffer{}},
 	} {
 		err := it.exec(t.Context(), a, "sh")
-		if !errors.Is(err, ErrInteractive) || !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "not supported yet") {
+		if !errors.Is(err, errNoRelayInteractive) || !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "without -i and -t") {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
-	if err := it.prov.AttachToContainer(t.Context(), "ns", "box", "agent", newAttach()); !errors.Is(err, ErrInteractive) {
+	if err := it.prov.AttachToContainer(t.Context(), "ns", "box", "agent", newAttach()); !errors.Is(err, errAttach) || !strings.Contains(err.Error(), "kubectl exec -it") {
 		t.Errorf("attach: %v", err)
 	}
 	if n := it.sim.Counters()["exec"]; n != 0 {
-		t.Errorf("%d execs reached sandboxd", n)
+		t.Errorf("%d buffered execs reached sandboxd", n)
+	}
+	a := newAttach()
+	if err := it.exec(t.Context(), a, "echo", "buffered"); err != nil || a.stdout.String() != "buffered\n" {
+		t.Errorf("without -i and -t: %v, stdout %q", err, a.stdout.String())
 	}
 }
 
 // Each sandboxd refusal becomes a sentence a person can act on, and none
 // names the sandbox's token.
 func TestRunInContainerExplainsRefusals(t *testing.T) {
-	it := newInteractive(t, sim.Config{}, interactiveRoot)
+	it := newInteractive(t, sim.Config{NoAgentRelay: true}, interactiveRoot)
 	id := it.claim.ID
 	check := func(what, want string, cmd ...string) {
 		t.Helper()
@@ -300,8 +306,8 @@ func TestInteractiveTargetIsTheRunningPodsOwnClaim(t *testing.T) {
 		it.eng.claims["ns/box"] = orig
 		it.eng.mu.Unlock()
 	}
-	if n := it.sim.Counters()["exec"]; n != 1 {
-		t.Errorf("%d execs reached sandboxd, want only the first", n)
+	if n := it.sim.Counters()["agent"]; n != 1 {
+		t.Errorf("%d execs reached sandboxd's agent relay, want only the first", n)
 	}
 }
 

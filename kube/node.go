@@ -201,6 +201,7 @@ func attachKubeletAPI(mux *http.ServeMux, p *Provider, pods corev1listers.PodLis
 		GetStatsSummary:       p.GetStatsSummary,
 		GetMetricsResource:    p.GetMetricsResource,
 		PortForward:           p.PortForward,
+		StreamIdleTimeout:     p.IdleTimeout(),
 	}, true))
 }
 

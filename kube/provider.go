@@ -57,6 +57,8 @@ type Provider struct {
 	started time.Time
 	// tenantStats logs once that stats need the root token.
 	tenantStats sync.Once
+	// sessions counts the open exec sessions (sessions.go).
+	sessions sessionSet
 }
 
 // SetPodIPFallback sets the Pod IP used when a claim's owner_addr is absent

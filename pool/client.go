@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,6 +93,9 @@ type Client struct {
 	// gave one): otelhttp.Transport has no CloseIdleConnections to forward.
 	pooled *http.Transport
 	tenant atomic.Bool // see Tenant
+	// agentRefused holds, per sandbox id, when its node last refused the
+	// agent upgrade (see DialAgent).
+	agentRefused sync.Map
 }
 
 // Body limits. A list on a dense node (2,000+ rows of ~250 bytes) is the

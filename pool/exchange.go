@@ -20,6 +20,9 @@ type exchange struct {
 	token        string // bearer for this request; scrubbed from every error
 	body         []byte
 	limit        int64 // max 2xx body bytes
+	// upgrade is the protocol an upgraded exchange asks for (the ports
+	// relay's "tcp", the agent relay's "silkd"); see Client.upgrade.
+	upgrade string
 }
 
 // once makes a single attempt and reports it to the Observer. It returns the

@@ -67,7 +67,7 @@ func (c *Client) DialPort(ctx context.Context, id, token string, port int) (*Por
 		token = c.token
 	}
 	x := exchange{verb: VerbPorts, id: id, method: http.MethodGet,
-		path: "/v1/sandboxes/" + url.PathEscape(id) + "/ports/" + strconv.Itoa(port), token: token}
+		path: "/v1/sandboxes/" + url.PathEscape(id) + "/ports/" + strconv.Itoa(port), token: token, upgrade: "tcp"}
 	ctx, span := portsTracer.Start(ctx, "sandboxd."+VerbPorts, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("sandboxd.id", id), attribute.Int("sandboxd.port", port)))
 	defer span.End()
@@ -111,7 +111,7 @@ func (c *Client) upgrade(ctx context.Context, x exchange) (*PortConn, int, error
 	stop := context.AfterFunc(actx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	req := &http.Request{Method: x.method, URL: u, Host: u.Host, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{
-			"User-Agent": hdrUserAgent, "Upgrade": {"tcp"}, "Connection": {"Upgrade"},
+			"User-Agent": hdrUserAgent, "Upgrade": {x.upgrade}, "Connection": {"Upgrade"},
 		}}
 	if x.token != "" {
 		req.Header["Authorization"] = []string{"Bearer " + x.token}
@@ -131,9 +131,9 @@ func (c *Client) upgrade(ctx context.Context, x exchange) (*PortConn, int, error
 	}
 	_ = conn.SetDeadline(time.Time{})
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		if !strings.EqualFold(resp.Header.Get("Upgrade"), "tcp") {
+		if !strings.EqualFold(resp.Header.Get("Upgrade"), x.upgrade) {
 			_ = conn.Close()
-			return nil, resp.StatusCode, c.badResponse(x, resp.StatusCode, "101 without Upgrade: tcp", nil)
+			return nil, resp.StatusCode, c.badResponse(x, resp.StatusCode, "101 without Upgrade: "+x.upgrade, nil)
 		}
 		return &PortConn{Conn: conn, r: br}, resp.StatusCode, nil
 	}

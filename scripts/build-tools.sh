@@ -2,7 +2,7 @@
 # build-tools.sh builds binaries the tests and demos need from the pinned
 # tools modules under tools/, caches them outside the clone, and links them
 # into the git-ignored bin/. With no argument it builds the set `make test`
-# needs (etcd, kube-apiserver, kube-scheduler, the agent-sandbox
+# needs (etcd, kube-apiserver, kube-scheduler, kubectl, the agent-sandbox
 # controller, vk-chartcheck: Helm's renderer and Prometheus's rule parser
 # for the chart tests); arguments name tools or tools modules to build instead, e.g.
 # `build-tools.sh jaeger vk-jaegerui` for make demo-observability and
@@ -30,6 +30,7 @@ TOOLS=(
 	"etcd           etcd go.etcd.io/etcd/server/v3 test"
 	"kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver test"
 	"kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler test"
+	"kubectl        kubectl github.com/cocoonstack/vk-sandbox/tools/kubectl test"
 	"agent-sandbox-controller agent-sandbox sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller test"
 	"vk-chartcheck  chartcheck github.com/cocoonstack/vk-sandbox/tools/chartcheck test"
 	"jaeger         jaeger github.com/jaegertracing/jaeger/cmd/jaeger extra"
@@ -99,6 +100,14 @@ ldflags_for() {
 		local minor="${v#v1.}"
 		minor="${minor%%.*}"
 		printf -- '-X k8s.io/component-base/version.gitVersion=%s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=%s -X k8s.io/component-base/version.gitTreeState=clean' "$v" "$minor"
+		;;
+	kubectl)
+		# k8s.io/kubectl v0.N.P is Kubernetes v1.N.P.
+		v="$(cd "$root/tools/kubectl" && go list -mod=mod -m -f '{{.Version}}' k8s.io/kubectl)"
+		v="v1.${v#v0.}"
+		local kminor="${v#v1.}"
+		kminor="${kminor%%.*}"
+		printf -- '-X k8s.io/component-base/version.gitVersion=%s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=%s -X k8s.io/component-base/version.gitTreeState=clean' "$v" "$kminor"
 		;;
 	jaeger)
 		v="$(cd "$root/tools/jaeger" && go list -mod=mod -m -f '{{.Version}}' github.com/jaegertracing/jaeger)"

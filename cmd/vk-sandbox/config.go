@@ -43,20 +43,22 @@ type config struct {
 	KubeAPIBurst                 int
 	Kubeconfig                   string
 
-	Shards, WorkersPerShard, QueueDepth int
-	VKWorkers                           int
-	MetricsAddr                         string
-	LogLevel                            string
-	RequeueMax                          time.Duration
-	OwnerGetTimeout                     time.Duration
-	SandboxdTimeout                     time.Duration
-	SandboxdClaimTimeout                time.Duration
-	LeaseCheckInterval                  time.Duration
-	ShutdownTimeout                     time.Duration
-	DefaultRateLimiters                 bool
-	UnsafeKubeletNoAuth                 bool
-	UnsafeNoFsync                       bool
-	Version                             bool
+	Shards, WorkersPerShard, QueueDepth    int
+	VKWorkers                              int
+	MetricsAddr                            string
+	LogLevel                               string
+	RequeueMax                             time.Duration
+	OwnerGetTimeout                        time.Duration
+	SandboxdTimeout                        time.Duration
+	SandboxdClaimTimeout                   time.Duration
+	ExecMaxSessionsPerPod, ExecMaxSessions int
+	ExecIdleTimeout                        time.Duration
+	LeaseCheckInterval                     time.Duration
+	ShutdownTimeout                        time.Duration
+	DefaultRateLimiters                    bool
+	UnsafeKubeletNoAuth                    bool
+	UnsafeNoFsync                          bool
+	Version                                bool
 }
 
 // Worker-count defaults: the flags' defaults, and what 0 or less means;
@@ -119,6 +121,9 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the per-Pod retry backoff: Pods that could not be claimed (capacity miss, errors), and failed status writes and final deletes")
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
 	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
+	fs.IntVar(&c.ExecMaxSessionsPerPod, "exec-max-sessions-per-pod", kube.DefaultSessionLimits.PerPod, "kubectl exec (and cp) sessions one Pod may have open at once; one more is refused")
+	fs.IntVar(&c.ExecMaxSessions, "exec-max-sessions", kube.DefaultSessionLimits.PerNode, "kubectl exec (and cp) sessions the node may have open at once; one more is refused")
+	fs.DurationVar(&c.ExecIdleTimeout, "exec-idle-timeout", kube.DefaultSessionLimits.IdleTimeout, "an exec, attach or port-forward connection that carried nothing for this long is closed, and its command killed (the kubelet's streaming idle timeout)")
 	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", kube.DefaultOwnerGetTimeout, "timeout of the owner GET on delete; a timeout preserves the VM")
 	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight claims")
@@ -164,7 +169,7 @@ func (c *config) settle() error {
 		return fmt.Errorf("--kube-api-content-type %q: want %s or %s", c.KubeAPIContentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
 	}
 	for name, d := range map[string]time.Duration{"--publish-interval": c.PublishInterval, "--lease-check-interval": c.LeaseCheckInterval,
-		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout, "--settle-window": c.SettleWindow} {
+		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout, "--settle-window": c.SettleWindow, "--exec-idle-timeout": c.ExecIdleTimeout} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
 		}
@@ -177,6 +182,9 @@ func (c *config) settle() error {
 	}
 	if c.EventQPS < 0 || c.EventBurst < 0 || (c.EventQPS > 0 && c.EventBurst == 0) {
 		return fmt.Errorf("--event-qps %v --event-burst %d: both must be positive (--event-qps 0 removes the budget)", c.EventQPS, c.EventBurst)
+	}
+	if c.ExecMaxSessionsPerPod <= 0 || c.ExecMaxSessions <= 0 {
+		return fmt.Errorf("--exec-max-sessions-per-pod %d --exec-max-sessions %d: both must be positive", c.ExecMaxSessionsPerPod, c.ExecMaxSessions)
 	}
 	if c.ReauthorizeInterval < 0 {
 		return fmt.Errorf("--reauthorize-interval must not be negative (0 disables)")

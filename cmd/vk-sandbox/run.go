@@ -85,6 +85,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	prov := kube.NewProvider(auth, recorder, log)
 	prov.PodClient = client.CoreV1()
 	prov.Sandboxd, prov.NodeName = sbx, cfg.NodeName
+	prov.SetSessionLimits(kube.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout})
 	eng, err := pipeline.New(pipeline.Config{
 		Node:   cfg.NodeName,
 		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,

@@ -56,9 +56,17 @@ func (k *kubectlNode) proxyable() bool { return k.ip != "127.0.0.1" }
 
 func startKubectlNode(t *testing.T) *kubectlNode {
 	t.Helper()
+	return startKubectlNodeWith(t, sim.Config{})
+}
+
+// startKubectlNodeWith is startKubectlNode on an emulator configured by
+// cfg (its guest ports are set here).
+func startKubectlNodeWith(t *testing.T, cfg sim.Config) *kubectlNode {
+	t.Helper()
 	echoAddr := testkit.EchoService(t)
 	ip := hostIP()
-	n := startNode(t, sim.Config{GuestPorts: map[int]string{guestPort: echoAddr}},
+	cfg.GuestPorts = map[int]string{guestPort: echoAddr}
+	n := startNode(t, cfg,
 		"--node-ip", ip, "--listen-addr", net.JoinHostPort(ip, strconv.Itoa(freePort(t))), "--client-ca-file", env.KubeletClientCA)
 	ns := newNamespace(t)
 	createPod(t, sandboxPod(ns, "box", n.Name))

@@ -119,6 +119,18 @@ type Config struct {
 	// (32 commands at once).
 	ExecMemory int64
 
+	// NoAgentRelay answers the agent relay 404, as a node (or a proxy in
+	// front of it) without GET /v1/sandboxes/{id}/agent does.
+	NoAgentRelay bool
+	// AgentProto is the proto the emulated silkd reports in info: 1 serves
+	// one RPC a connection, 2 (the default) serves them back to back.
+	AgentProto int
+	// GuestHostShell makes silkd's pty_open run the host's shell ($SHELL,
+	// else bash, else sh) in the sandbox's scratch directory, for tests of
+	// kubectl exec -it. Off by default: it gives whoever reaches the
+	// emulator a shell on the host.
+	GuestHostShell bool
+
 	// MetricsNoAuth serves GET /metrics to anyone. By default it is an
 	// operator surface: root only.
 	MetricsNoAuth bool

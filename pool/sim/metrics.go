@@ -23,6 +23,7 @@ const (
 	counterReleaseOK       = "release_ok"
 	counterReleaseNotFound = "release_notfound"
 	counterRenewOK         = "renew_ok"
+	counterAgentKill       = "agent_kill" // a running guest process killed through silkd
 )
 
 var counterNames = []string{
@@ -30,7 +31,7 @@ var counterNames = []string{
 	pool.VerbRelease, counterReleaseOK, counterReleaseNotFound,
 	verbRenew, counterRenewOK,
 	pool.VerbList, pool.VerbGet, pool.VerbInfo, pool.VerbStats,
-	pool.VerbExec, pool.VerbPorts,
+	pool.VerbExec, pool.VerbPorts, pool.VerbAgent, counterAgentKill,
 }
 
 // counterSet is a fixed set of atomic counters: the map is built once and
@@ -55,7 +56,9 @@ func (cs *counterSet) inc(name string) {
 // "claim_capacity" (every 429 and every redirect of a node at MaxClaims),
 // "claim_error", "claim_redirect" (every redirect answer), "release",
 // "release_ok", "release_notfound" (unknown id or wrong token), "renew",
-// "renew_ok", "list", "get", "info", "stats", "exec", "ports".
+// "renew_ok", "list", "get", "info", "stats", "exec", "ports", "agent"
+// (agent relay upgrades asked for) and "agent_kill" (running guest
+// processes killed through silkd).
 func (s *Server) Counters() map[string]int64 {
 	out := make(map[string]int64, len(s.counters.m))
 	for n, c := range s.counters.m {

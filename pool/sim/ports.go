@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -42,7 +41,7 @@ func (s *Server) handlePorts(w http.ResponseWriter, r *http.Request) {
 	case row.sb.Failed:
 		writeError(w, http.StatusConflict, "sandbox "+id+" has failed")
 		return
-	case !wantsTCPUpgrade(r):
+	case !wantsUpgrade(r, "tcp"):
 		w.Header().Set("Upgrade", "tcp")
 		w.Header().Set("Connection", "Upgrade")
 		writeError(w, http.StatusUpgradeRequired, "the ports relay needs Upgrade: tcp and Connection: Upgrade")
@@ -83,20 +82,6 @@ func (s *Server) handlePorts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.relays.run(client, buf.Reader, guest)
-}
-
-func wantsTCPUpgrade(r *http.Request) bool {
-	if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "tcp") {
-		return false
-	}
-	for _, v := range r.Header.Values("Connection") {
-		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // relaySet holds the open relays, so that Close can end them: a hijacked

@@ -32,6 +32,7 @@ type Server struct {
 	mux       *http.ServeMux
 	execMem   execBudget
 	relays    relaySet
+	guests    guestSet // silkd behind the agent relay (agent.go)
 
 	failRate     atomic.Uint64 // math.Float64bits
 	maxClaims    atomic.Int64
@@ -41,6 +42,7 @@ type Server struct {
 	mesh         atomic.Bool
 	draining     atomic.Bool
 	tenantDBDown atomic.Bool
+	agentProto   atomic.Int64
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -90,6 +92,7 @@ func New(cfg Config) (*Server, error) {
 	s.draining.Store(cfg.Draining)
 	s.tenantDBDown.Store(cfg.TenantDBDown)
 	s.execMem.left.Store(cfg.ExecMemory)
+	s.initGuests()
 	s.mux = s.routes()
 	go s.run()
 	return s, nil
@@ -105,6 +108,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.Handle("GET /v1/sandboxes/{id}/stats", s.route(pool.VerbStats, s.handleStats))
 	m.Handle("POST /v1/sandboxes/{id}/exec", s.route(pool.VerbExec, s.handleExec))
 	m.Handle("GET /v1/sandboxes/{id}/ports/{port}", s.route(pool.VerbPorts, s.handlePorts))
+	m.Handle("GET /v1/sandboxes/{id}/agent", s.route(pool.VerbAgent, s.handleAgent))
 	m.Handle("GET /v1/info", s.route(pool.VerbInfo, s.handleInfo))
 	m.HandleFunc("GET /metrics", s.handleMetrics)
 	m.HandleFunc("GET /healthz", handleHealthz)
@@ -121,6 +125,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.done
+		s.guests.close() // first: an exec's relay ends when its process does
 		s.relays.close()
 		s.ix.close()
 		if s.cfg.StatePath != "" {

@@ -1,0 +1,214 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// VerbAgent names the agent relay's upgrade in reports and errors.
+const VerbAgent = "agent"
+
+// agentRefusalMemory is how long a sandbox whose node refused the agent
+// upgrade is not asked again: a node (or a policy in front of it) without
+// the relay answers the same way every time, and an upgraded sandboxd is
+// noticed after this long.
+const agentRefusalMemory = time.Minute
+
+// ErrNoAgentRelay is an agent upgrade the node refused as a whole (no
+// such route, no upgrades allowed): the buffered exec is the only way in.
+var ErrNoAgentRelay = errors.New("sandboxd does not relay to the guest agent")
+
+// noAgentRelay reports whether an upgrade answer says the relay is not
+// there rather than that this request was wrong: a 404 (the route, or the
+// sandbox, is unknown: the buffered exec then says which), 405, 426, 501,
+// or a success that did not switch protocols.
+func noAgentRelay(status int) bool {
+	switch status {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUpgradeRequired, http.StatusNotImplemented:
+		return true
+	}
+	return status >= 200 && status < 300
+}
+
+// DialAgent opens the agent relay of sandbox id (GET
+// /v1/sandboxes/{id}/agent, Upgrade: silkd) with the sandbox's own token:
+// from the 101 on, the connection speaks silkd's protocol. An answer that
+// says the node has no relay comes back wrapping ErrNoAgentRelay (and is
+// remembered for the sandbox for a minute, so that a node without it
+// costs one refused upgrade, not one per command); other refusals are
+// *HTTPError, as for the other calls.
+func (c *Client) DialAgent(ctx context.Context, id, token string) (*AgentConn, error) {
+	if id == "" {
+		return nil, errors.New("sandboxd agent: empty sandbox id")
+	}
+	if t, ok := c.agentRefused.Load(id); ok && time.Since(t.(time.Time)) < agentRefusalMemory {
+		return nil, fmt.Errorf("sandboxd agent %s: %w (remembered)", id, ErrNoAgentRelay)
+	}
+	if token == "" {
+		token = c.token
+	}
+	x := exchange{verb: VerbAgent, id: id, method: http.MethodGet,
+		path: "/v1/sandboxes/" + url.PathEscape(id) + "/agent", token: token, upgrade: "silkd"}
+	ctx, span := portsTracer.Start(ctx, "sandboxd."+VerbAgent, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("sandboxd.id", id)))
+	defer span.End()
+	start := time.Now()
+	pc, status, err := c.upgrade(ctx, x)
+	if c.obs != nil {
+		c.obs.Request(x.verb, status, time.Since(start))
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error()) // already scrubbed
+		if noAgentRelay(status) {
+			c.rememberRefusal(id)
+			return nil, fmt.Errorf("%w: %w", ErrNoAgentRelay, err)
+		}
+		return nil, err
+	}
+	c.agentRefused.Delete(id)
+	return newAgentConn(pc), nil
+}
+
+// rememberRefusal notes a refused upgrade, and forgets those older than
+// agentRefusalMemory, so that the set never outgrows a minute's worth.
+func (c *Client) rememberRefusal(id string) {
+	now := time.Now()
+	c.agentRefused.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) >= agentRefusalMemory {
+			c.agentRefused.Delete(k)
+		}
+		return true
+	})
+	c.agentRefused.Store(id, now)
+}
+
+// Agent is silkd in one sandbox. Each streaming RPC (exec, pty, attach)
+// has a connection of its own; the short ones (kill, pty_resize, ps) go
+// over a control connection, which is kept for the next one only when
+// silkd speaks proto 2 (learnt from info on the first one). Call Close
+// when done.
+type Agent struct {
+	c         *Client
+	id, token string
+
+	mu    sync.Mutex
+	ctl   *AgentConn // an idle proto-2 control connection, or nil
+	proto int        // silkd's proto once info told it, else 0
+}
+
+// Agent returns the guest agent of sandbox id, reached with its token.
+func (c *Client) Agent(id, token string) *Agent { return &Agent{c: c, id: id, token: token} }
+
+// Close drops the idle control connection.
+func (a *Agent) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ctl != nil {
+		_ = a.ctl.Close()
+		a.ctl = nil
+	}
+}
+
+// call runs one short RPC and returns its terminal frame. On proto 1 the
+// connection serves that RPC only; on proto 2 it is kept for the next.
+func (a *Agent) call(ctx context.Context, req any) (AgentFrame, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	conn := a.ctl
+	a.ctl = nil
+	if conn == nil {
+		var err error
+		if conn, err = a.controlConn(ctx); err != nil {
+			return AgentFrame{}, err
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.conn.SetDeadline(time.Unix(1, 0)) })
+	f, err := roundTrip(conn, req)
+	if !stop() || err != nil {
+		_ = conn.Close()
+		return f, errors.Join(ctx.Err(), err)
+	}
+	if a.proto >= 2 {
+		a.ctl = conn
+	} else {
+		_ = conn.Close()
+	}
+	return f, nil
+}
+
+// controlConn dials a connection for short RPCs (a.mu held). The first
+// one asks info, and keeps that connection if proto >= 2; an older
+// silkd closes it after info, so the RPC dials again.
+func (a *Agent) controlConn(ctx context.Context) (*AgentConn, error) {
+	conn, err := a.c.DialAgent(ctx, a.id, a.token)
+	if err != nil || a.proto != 0 {
+		return conn, err
+	}
+	f, err := roundTrip(conn, op("info"))
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("silkd info: %w", err)
+	}
+	a.proto = max(f.Proto, 1)
+	if f.Proto >= 2 {
+		return conn, nil
+	}
+	_ = conn.Close()
+	return a.c.DialAgent(ctx, a.id, a.token)
+}
+
+// roundTrip sends req and reads up to its terminal frame.
+func roundTrip(conn *AgentConn, req any) (AgentFrame, error) {
+	if err := conn.Send(req); err != nil {
+		return AgentFrame{}, err
+	}
+	for {
+		f, err := conn.Recv()
+		if err != nil {
+			return AgentFrame{}, err
+		}
+		if end, ferr := f.terminal(); end {
+			return f, ferr
+		}
+	}
+}
+
+// Kill sends SIGKILL to pid; killing a process that already ended is not
+// an error.
+func (a *Agent) Kill(ctx context.Context, pid int) error {
+	_, err := a.call(ctx, agentPidOp{agentOp: op("kill"), Pid: pid})
+	return err
+}
+
+// Resize sets the size of pty pid's terminal.
+func (a *Agent) Resize(ctx context.Context, pid, cols, rows int) error {
+	_, err := a.call(ctx, agentPidOp{agentOp: op("pty_resize"), Pid: pid, Cols: cols, Rows: rows})
+	return err
+}
+
+// Ps lists silkd's process table.
+func (a *Agent) Ps(ctx context.Context) ([]AgentProc, error) {
+	f, err := a.call(ctx, op("ps"))
+	if err != nil {
+		return nil, err
+	}
+	var procs []AgentProc
+	if f.Type != "procs" || len(f.Procs) == 0 {
+		return nil, fmt.Errorf("silkd ps: answered %q", f.Type)
+	}
+	if err := json.Unmarshal(f.Procs, &procs); err != nil {
+		return nil, fmt.Errorf("silkd ps: %w", err)
+	}
+	return procs, nil
+}

@@ -1,0 +1,247 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// AgentExec is one command run through silkd with its streams: output
+// reaches Stdout and Stderr as the guest writes it, and Stdin (nil: none)
+// is forwarded as it arrives.
+type AgentExec struct {
+	Argv   []string
+	Cwd    string
+	Env    map[string]string
+	Stdin  io.Reader
+	Stdout io.Writer // nil discards
+	Stderr io.Writer // nil discards
+}
+
+// AgentPTY is a login shell in a pseudo-terminal (silkd's pty_open, which
+// takes no argv). Typed is sent as the terminal's first input, before
+// Stdin; Resize carries the terminal's new sizes.
+type AgentPTY struct {
+	Cols, Rows int
+	Cwd        string
+	Env        map[string]string
+	Typed      []byte
+	Stdin      io.Reader
+	Stdout     io.Writer // the terminal's output: stdout and stderr merged
+	Resize     <-chan TermSize
+}
+
+// TermSize is a terminal's size in characters.
+type TermSize struct{ Cols, Rows int }
+
+// killTimeout bounds the kill sent for a command whose client went away.
+const killTimeout = 5 * time.Second
+
+// Exec runs r to its end and returns its exit code (-1: killed). When ctx
+// ends first (the client went away, or its deadline passed), the command
+// is killed through a second connection, since silkd would let a silent
+// child run on, and ctx's error is returned.
+func (a *Agent) Exec(ctx context.Context, r AgentExec) (int, error) {
+	if len(r.Argv) == 0 {
+		return 0, fmt.Errorf("silkd exec in %s: empty argv", a.id)
+	}
+	conn, err := a.c.DialAgent(ctx, a.id, a.token)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	req := agentExecOp{agentOp: op("exec"), Argv: r.Argv, Cwd: r.Cwd, Env: r.Env}
+	return a.stream(ctx, conn, req, nil, r.Stdin, true, r.Stdout, r.Stderr, nil)
+}
+
+// PTY runs a shell in a terminal until it exits, and returns its exit
+// code; ctx ending kills it, as for Exec.
+func (a *Agent) PTY(ctx context.Context, r AgentPTY) (int, error) {
+	conn, err := a.c.DialAgent(ctx, a.id, a.token)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	req := agentPTYOp{agentOp: op("pty_open"), Cols: r.Cols, Rows: r.Rows, Cwd: r.Cwd, Env: r.Env}
+	// A pty ignores stdin_close: the client's end of input is not passed on.
+	return a.stream(ctx, conn, req, r.Typed, r.Stdin, false, r.Stdout, r.Stdout, r.Resize)
+}
+
+// Attach follows the output of process pid (what it printed so far, then
+// live) until it exits. It returns the exit code, and exited false when
+// the process was gone before it could say (silkd's done).
+func (a *Agent) Attach(ctx context.Context, pid int, stdout, stderr io.Writer) (code int, exited bool, err error) {
+	conn, err := a.c.DialAgent(ctx, a.id, a.token)
+	if err != nil {
+		return 0, false, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if err := conn.Send(agentPidOp{agentOp: op("attach"), Pid: pid}); err != nil {
+		return 0, false, errors.Join(ctx.Err(), err)
+	}
+	for {
+		f, err := conn.Recv()
+		if err != nil {
+			return 0, false, errors.Join(ctx.Err(), err)
+		}
+		switch f.Type {
+		case "stdout", "stderr":
+			if err := write(pick(f.Type, stdout, stderr), f.Data); err != nil {
+				return 0, false, err
+			}
+		case "exit":
+			return f.exitCode(), true, nil
+		case "done":
+			return 0, false, nil
+		case "error":
+			return 0, false, &AgentError{Kind: f.Kind, Message: f.Message}
+		}
+	}
+}
+
+func pick(typ string, stdout, stderr io.Writer) io.Writer {
+	if typ == "stderr" {
+		return stderr
+	}
+	return stdout
+}
+
+// write writes p to w, which is nil when nobody asked for the stream.
+func write(w io.Writer, p []byte) error {
+	if w == nil || len(p) == 0 {
+		return nil
+	}
+	_, err := w.Write(p)
+	return err
+}
+
+// stream runs one streaming RPC on conn: it sends req, waits for
+// started{pid}, then forwards typed and stdin (ending it with stdin_close
+// when closeStdin, never with a half-close: the relay would close the
+// guest's side) and resizes, and copies output until exit. Nothing is
+// held beyond one frame and one stdin chunk.
+func (a *Agent) stream(ctx context.Context, conn *AgentConn, req any, typed []byte, stdin io.Reader, closeStdin bool,
+	stdout, stderr io.Writer, resize <-chan TermSize) (int, error) {
+	// Until started names the pid there is nothing to kill, so ctx does
+	// not cut that wait short: the attempt's deadline bounds it, and a ctx
+	// that ended meanwhile kills the process at once.
+	_ = conn.conn.SetReadDeadline(time.Now().Add(a.c.attempt))
+	if err := conn.Send(req); err != nil {
+		return 0, errors.Join(ctx.Err(), err)
+	}
+	f, err := conn.Recv()
+	_ = conn.conn.SetReadDeadline(time.Time{})
+	// ctx ending interrupts a Recv blocked on the guest.
+	stop := context.AfterFunc(ctx, func() { _ = conn.conn.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	switch {
+	case err != nil:
+		return 0, errors.Join(ctx.Err(), err)
+	case f.Type == "error":
+		return 0, &AgentError{Kind: f.Kind, Message: f.Message}
+	case f.Type != "started":
+		return 0, fmt.Errorf("silkd in %s answered %q before started", a.id, f.Type)
+	}
+	pid := f.Pid
+	done := make(chan struct{})
+	defer close(done)
+	go a.pumpStdin(conn, typed, stdin, closeStdin, done)
+	if resize != nil {
+		go a.pumpResize(pid, resize, done)
+	}
+	code, err := copyOutput(conn, stdout, stderr)
+	if err != nil {
+		// The client left, the deadline passed, or the connection broke:
+		// whatever it was, nothing may keep running in the guest for a
+		// client that is gone.
+		a.killDetached(pid)
+		return 0, errors.Join(ctx.Err(), err)
+	}
+	return code, nil
+}
+
+// copyOutput copies output frames until exit, and returns the exit code.
+func copyOutput(conn *AgentConn, stdout, stderr io.Writer) (int, error) {
+	for {
+		f, err := conn.Recv()
+		if err != nil {
+			return 0, err
+		}
+		switch f.Type {
+		case "stdout", "stderr":
+			if err := write(pick(f.Type, stdout, stderr), f.Data); err != nil {
+				return 0, fmt.Errorf("client stream: %w", err)
+			}
+		case "exit":
+			return f.exitCode(), nil
+		case "error":
+			return 0, &AgentError{Kind: f.Kind, Message: f.Message}
+		}
+	}
+}
+
+// pumpStdin forwards input in chunks of at most StdinChunk as it
+// arrives. A read error ends input like EOF does. It stops sending once
+// done is closed; a Read still blocked then ends when the caller closes
+// its stream.
+func (a *Agent) pumpStdin(conn *AgentConn, typed []byte, stdin io.Reader, closeStdin bool, done <-chan struct{}) {
+	if len(typed) > 0 && conn.Send(agentDataOp{agentOp: op("stdin"), Data: typed}) != nil {
+		return
+	}
+	if stdin != nil {
+		buf := make([]byte, StdinChunk)
+		for {
+			n, err := stdin.Read(buf)
+			if n > 0 {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if conn.Send(agentDataOp{agentOp: op("stdin"), Data: buf[:n]}) != nil {
+					return
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	if closeStdin {
+		select {
+		case <-done:
+		default:
+			_ = conn.Send(op("stdin_close"))
+		}
+	}
+}
+
+// pumpResize passes terminal sizes on with pty_resize, on a connection of
+// its own: a request frame on the pty's connection would end its input.
+func (a *Agent) pumpResize(pid int, resize <-chan TermSize, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case sz, ok := <-resize:
+			if !ok {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), a.c.attempt)
+			_ = a.Resize(ctx, pid, sz.Cols, sz.Rows)
+			cancel()
+		}
+	}
+}
+
+// killDetached kills pid with a context of its own: the caller's has
+// usually ended, which is why the kill is needed.
+func (a *Agent) killDetached(pid int) {
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	_ = a.Kill(ctx, pid)
+}

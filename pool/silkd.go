@@ -1,0 +1,189 @@
+package pool
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// The guest daemon's protocol (silkd), spoken through the agent relay:
+// each frame is one JSON object and a newline. Requests carry "v":1 and
+// "op"; answers carry "type". Byte payloads are standard base64, and an
+// empty one is "" (a nil []byte would encode as null, so senders pass an
+// empty slice).
+const (
+	// MaxAgentFrame is silkd's cap on one frame, either way.
+	MaxAgentFrame = 8 << 20
+	// StdinChunk is how much input one stdin frame carries at most.
+	StdinChunk = 32 << 10
+	agentV     = 1
+)
+
+// Error kinds of silkd's error frame.
+const (
+	AgentBadRequest     = "bad_request"
+	AgentNotFound       = "not_found"
+	AgentUnimplemented  = "unimplemented"
+	AgentInternal       = "internal"
+	agentExitKilledCode = -1
+)
+
+// AgentError is silkd's error frame: the RPC was refused or failed in the
+// guest.
+type AgentError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+func (e *AgentError) Error() string { return "silkd " + e.Kind + ": " + e.Message }
+
+// AgentFrame is one answer frame. Which fields are set depends on Type:
+// started{pid}, stdout{data}, stderr{data}, exit{code}, done{},
+// error{kind,message}, info{version,proto,...} and procs{procs}.
+type AgentFrame struct {
+	Type    string          `json:"type"`
+	Pid     int             `json:"pid,omitempty"`
+	Code    *int            `json:"code,omitempty"`
+	Data    []byte          `json:"data,omitempty"`
+	Kind    string          `json:"kind,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Version string          `json:"version,omitempty"`
+	Proto   int             `json:"proto,omitempty"`
+	Procs   json.RawMessage `json:"procs,omitempty"`
+}
+
+// AgentProc is one row of silkd's process table (the ps answer).
+type AgentProc struct {
+	Pid       int      `json:"pid"`
+	Argv      []string `json:"argv"`
+	Detached  bool     `json:"detached"`
+	State     string   `json:"state"`
+	ExitCode  *int     `json:"exit_code,omitempty"`
+	StartedAt int64    `json:"started_at_epoch_secs"`
+}
+
+// Request frames, one shape per op.
+type (
+	agentOp struct {
+		V  int    `json:"v"`
+		Op string `json:"op"`
+	}
+	agentExecOp struct {
+		agentOp
+		Argv   []string          `json:"argv"`
+		Cwd    string            `json:"cwd,omitempty"`
+		Env    map[string]string `json:"env,omitempty"`
+		Detach bool              `json:"detach"`
+	}
+	agentPTYOp struct {
+		agentOp
+		Cols int               `json:"cols"`
+		Rows int               `json:"rows"`
+		Cwd  string            `json:"cwd,omitempty"`
+		Env  map[string]string `json:"env,omitempty"`
+	}
+	agentPidOp struct {
+		agentOp
+		Pid  int `json:"pid"`
+		Cols int `json:"cols,omitempty"`
+		Rows int `json:"rows,omitempty"`
+	}
+	agentDataOp struct {
+		agentOp
+		Data []byte `json:"data"`
+	}
+)
+
+func op(name string) agentOp { return agentOp{V: agentV, Op: name} }
+
+// AgentConn is one connection to silkd through the agent relay. Send is
+// safe for concurrent use; Recv is for one reader at a time.
+type AgentConn struct {
+	conn net.Conn
+	br   *bufio.Reader
+	buf  []byte // the last frame read; reused, so never larger than MaxAgentFrame+1
+	wmu  sync.Mutex
+	wbuf []byte
+}
+
+func newAgentConn(pc *PortConn) *AgentConn {
+	return &AgentConn{conn: pc.Conn, br: pc.r}
+}
+
+// Close ends the connection (and with it a foreground exec's input, or a
+// pty's shell).
+func (a *AgentConn) Close() error { return a.conn.Close() }
+
+// Send writes one request frame.
+func (a *AgentConn) Send(v any) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b)+1 > MaxAgentFrame {
+		return fmt.Errorf("silkd: request frame of %d bytes exceeds %d", len(b)+1, MaxAgentFrame)
+	}
+	a.wbuf = append(append(a.wbuf[:0], b...), '\n')
+	_, err = a.conn.Write(a.wbuf)
+	return err
+}
+
+// errFrameTooLarge is a frame past MaxAgentFrame: silkd never sends one,
+// so the stream is broken.
+var errFrameTooLarge = fmt.Errorf("silkd: frame exceeds %d bytes", MaxAgentFrame)
+
+// Recv reads one answer frame. Reading stops at MaxAgentFrame: a longer
+// line is an error, never a larger buffer.
+func (a *AgentConn) Recv() (AgentFrame, error) {
+	a.buf = a.buf[:0]
+	for {
+		line, err := a.br.ReadSlice('\n')
+		if len(a.buf)+len(line) > MaxAgentFrame {
+			return AgentFrame{}, errFrameTooLarge
+		}
+		a.buf = append(a.buf, line...)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if errors.Is(err, io.EOF) && len(a.buf) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return AgentFrame{}, err
+	}
+	var f AgentFrame
+	if err := json.Unmarshal(a.buf, &f); err != nil {
+		return AgentFrame{}, fmt.Errorf("silkd: bad frame: %w", err)
+	}
+	if f.Type == "" {
+		return AgentFrame{}, errors.New("silkd: frame without a type")
+	}
+	return f, nil
+}
+
+// terminal reports whether f ends its RPC, and the error it carries.
+func (f AgentFrame) terminal() (bool, error) {
+	switch f.Type {
+	case "exit", "done", "procs", "info":
+		return true, nil
+	case "error":
+		return true, &AgentError{Kind: f.Kind, Message: f.Message}
+	}
+	return false, nil
+}
+
+// exitCode is an exit frame's code; a missing one reads as killed.
+func (f AgentFrame) exitCode() int {
+	if f.Code == nil {
+		return agentExitKilledCode
+	}
+	return *f.Code
+}
