@@ -12,17 +12,18 @@ import (
 // bare "<namespace>/<name>" claim_ref; a provider using that form too could
 // recover, adopt or release a VM it never made.
 //
-// Two marks, both fixed at claim time:
-//   - claim_ref "vk-sandbox/<node>/<namespace>/<name>": unique to this
-//     provider and node, and still naming the Pod key;
-//   - metadata labels naming the provider, the node, the Pod UID and the
-//     controller owner's UID.
+// The claim_ref is the proof, on every sandboxd version: every version
+// keeps and lists it, while claim metadata exists only since V3 and older
+// servers drop it without a word. "vk-sandbox/<node>/<namespace>/<name>"
+// names this provider, this node and the Pod key. The metadata labels
+// (provider, node, Pod UID, controller owner UID) are sent with every claim
+// and are an extra check where the server keeps them: a row whose labels
+// name another provider or node is not ours, whatever its claim_ref.
 //
 // Every path that goes looking for VMs no row holds (the startup listing,
 // lost-response recovery, deletes without a row, the orphan audit) takes
-// only VMs that carry both (Owns). Rows in the state file are held by
-// sandbox id, so rows made before these marks existed, and rows migrated
-// from the reference's claims.json, keep working.
+// only VMs that pass Owns. Rows in the state file are held by sandbox id,
+// so rows migrated from the reference's claims.json keep working.
 type Identity struct {
 	Node string
 }
@@ -51,25 +52,32 @@ func (id Identity) Labels(ref PodRef) map[string]string {
 	return m
 }
 
-// Selector lists this node's VMs only; with claimRef set, one key's.
+// Selector lists one key's VMs by its exact claim_ref. It carries no
+// metadata filter: a server without metadata keeps none, and the client
+// applies every filter to the answer too, which would then drop them all.
 func (id Identity) Selector(key string) pool.ListOptions {
-	o := pool.ListOptions{Metadata: map[string]string{LabelManagedBy: ManagedBy, LabelNode: id.Node}}
-	if key != "" {
-		o.ClaimRef = id.ClaimRef(key)
-	}
-	return o
+	return pool.ListOptions{ClaimRef: id.ClaimRef(key)}
 }
 
-// Owns reports whether this node made the listed VM, and for which Pod key.
-// Both marks must be present: a VM with only one of them was not made by
-// this code for this node.
+// Owns reports whether this node made the listed VM, and for which Pod key:
+// its claim_ref is this node's, for a well-formed key, and its labels, when
+// the server kept any, do not name another provider or node.
 func (id Identity) Owns(s pool.Sandbox) (key string, ok bool) {
-	if s.Metadata[LabelManagedBy] != ManagedBy || s.Metadata[LabelNode] != id.Node {
-		return "", false
-	}
 	key, ok = strings.CutPrefix(s.ClaimRef, claimRefPrefix+id.Node+"/")
 	if !ok || strings.Count(key, "/") != 1 {
 		return "", false
 	}
+	if len(s.Metadata) > 0 && (s.Metadata[LabelManagedBy] != ManagedBy || s.Metadata[LabelNode] != id.Node) {
+		return "", false
+	}
 	return key, true
+}
+
+// ownerGeneration is the controller owner UID a VM was made for, when the
+// server kept the label; false on a server without metadata.
+func ownerGeneration(s pool.Sandbox) (uid string, known bool) {
+	if len(s.Metadata) == 0 {
+		return "", false
+	}
+	return s.Metadata[LabelOwnerUID], true
 }

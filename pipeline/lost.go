@@ -70,11 +70,15 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 
 // fits reports whether a VM made for the key can serve intent it: the same
 // pool (an axis the Pod left empty takes whatever the node defaulted it to)
-// and the same controller owner generation, recorded in its labels.
+// and, where the server kept the labels, the same controller owner
+// generation. A server without metadata keeps no owner mark; a VM that no
+// row holds was never delivered to anyone, so no owner's data is on it, and
+// any owner generation of the key may take it.
 func fits(row pool.Sandbox, it Intent) bool {
 	axis := func(want, got string) bool { return want == "" || want == got }
+	owner, known := ownerGeneration(row)
 	return row.Key.Template == it.Spec.Template && axis(it.Spec.Net, row.Key.Net) && axis(it.Spec.Size, row.Key.Size) &&
-		row.Metadata[LabelOwnerUID] == it.Ref.OwnerUID
+		(!known || owner == it.Ref.OwnerUID)
 }
 
 // NoteOwnerAddr remembers the node's owner_addr: from every claim answer,
