@@ -204,11 +204,12 @@ func (c *Client) routed(ctx context.Context, x exchange) (bool, error) {
 		if err != nil {
 			return err
 		}
-		defer drainClose(resp.Body)
 		if resp.StatusCode == http.StatusSwitchingProtocols { // only if probeID exists
+			_ = resp.Body.Close() // the relay itself: closed, never drained
 			found = true
 			return nil
 		}
+		defer drainClose(resp.Body)
 		data, err := io.ReadAll(io.LimitReader(resp.Body, errBodyLimit))
 		if err != nil {
 			return c.transportErr(ctx, x, err)
