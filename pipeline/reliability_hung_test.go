@@ -47,26 +47,32 @@ func (t *trickleBody) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// R3 with a hung sandboxd, a trickling answer, and claims that finish after
-// their caller gave up. Every claim attempt has a deadline (200ms here), so
-// no behaviour stalls the engine, and each Pod ends Running on exactly one
-// VM: a lost answer is recovered by the lookup, and a VM that shows up only
-// after the Pod got another one is released as undelivered.
+// R3 with a hung sandboxd, a trickling answer, claims cancelled by their
+// caller's disconnect (real sandboxd), claims that finish after their
+// caller gave up (behind a proxy that hides the disconnect), and claims
+// finalized whose answer never came. Every claim attempt has a deadline
+// (200ms here), so no behaviour stalls the engine, and each Pod ends
+// Running on exactly one VM: a lost answer is recovered by the lookup, and
+// a VM that shows up only after the Pod got another one is released as
+// undelivered.
 func TestR3HungSlowBodyAndLateFinishingClaims(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		setup func(*sim.Server)
-		slow  bool // the first claim's answer trickles
+		name     string
+		setup    func(*sim.Server)
+		slow     bool // the first claim's answer trickles
+		detached bool // sandboxd finishes a claim whose caller left
 	}{
 		{"hung", func(s *sim.Server) {
 			s.InjectFault(sim.Fault{Verb: pool.VerbClaim, Mode: "slow", Count: 1, Delay: 3 * time.Second})
-		}, false},
-		{"slow-body", func(*sim.Server) {}, true},
-		{"finishes-after-disconnect", func(s *sim.Server) { s.SetClaimLatency(700 * time.Millisecond) }, false},
+		}, false, false},
+		{"slow-body", func(*sim.Server) {}, true, false},
+		{"cancelled-by-disconnect", func(s *sim.Server) { s.SetClaimLatency(700 * time.Millisecond) }, false, false},
+		{"finishes-after-disconnect", func(s *sim.Server) { s.SetClaimLatency(700 * time.Millisecond) }, false, true},
+		{"answer-lost", func(s *sim.Server) { s.SetLoseAnswerRate(1) }, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			noLeaks(t)
-			env := newDownableSim(t, sim.Config{})
+			env := newDownableSim(t, sim.Config{FinishDetachedClaims: tc.detached})
 			rt := &trickleBody{next: http.DefaultTransport.(*http.Transport).Clone()}
 			if tc.slow {
 				rt.left.Store(1)
@@ -90,12 +96,13 @@ func TestR3HungSlowBodyAndLateFinishingClaims(t *testing.T) {
 			create(t, e, it)
 			testkit.WaitFor(t, waitTimeout, "the first claim at sandboxd", func() bool { return env.sim.Counters()["claim"] >= 1 })
 			env.sim.SetClaimLatency(0)
+			env.sim.SetLoseAnswerRate(0)
 			run := rep.running(t, it.Ref.UID)
 			t.Logf("%s: Running after %v", tc.name, time.Since(start).Round(time.Millisecond))
 			// Whatever sandboxd still finishes shows up within its delay.
 			testkit.WaitFor(t, waitTimeout, "sandboxd to finish every claim it took", func() bool {
 				c := env.sim.Counters()
-				return c["claim_ok"]+c["claim_error"]+c["claim_capacity"] >= c["claim"]
+				return c["claim_ok"]+c["claim_error"]+c["claim_capacity"]+c["claim_cancelled"] >= c["claim"]
 			})
 			e.ScanOrphansOnce(context.Background(), &orphanObs{})
 			live := liveFor(env.sim, it.Ref.Key)

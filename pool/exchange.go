@@ -21,7 +21,8 @@ type exchange struct {
 	body         []byte
 	limit        int64 // max 2xx body bytes
 	// upgrade is the protocol an upgraded exchange asks for (the ports
-	// relay's "tcp", the agent relay's "silkd"); see Client.upgrade.
+	// relay's "tcp", the agent relay's "silkd", and Detect's probes of
+	// them); "" for none.
 	upgrade string
 }
 
@@ -59,37 +60,9 @@ var (
 )
 
 func (c *Client) roundTrip(ctx context.Context, x exchange) (int, []byte, error) {
-	// x.path is already escaped (ids go through url.PathEscape), and the
-	// parse keeps it as RawPath: a "/" or "%" inside an id cannot change
-	// the route.
-	target := c.base + x.path
-	if len(x.query) > 0 {
-		target += "?" + x.query.Encode()
-	}
-	var body io.Reader
-	if x.body != nil {
-		body = bytes.NewReader(x.body)
-	}
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, verbKey{}, x.verb), x.method, target, body)
+	resp, err := c.send(ctx, x)
 	if err != nil {
-		return 0, nil, fmt.Errorf("sandboxd %s: build request: %s", subject(x.verb, x.id), scrub(err.Error(), maxMessage, c.token, x.token))
-	}
-	req.Header = make(http.Header, 6) // room for traceparent and baggage
-	req.Header["Accept"] = hdrJSON
-	req.Header["User-Agent"] = hdrUserAgent
-	if x.body != nil {
-		req.Header["Content-Type"] = hdrJSON
-	}
-	switch {
-	case x.token == "":
-	case x.token == c.token:
-		req.Header["Authorization"] = c.auth
-	default:
-		req.Header["Authorization"] = []string{"Bearer " + x.token}
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, c.transportErr(ctx, x, err)
+		return 0, nil, err
 	}
 	defer drainClose(resp.Body)
 
@@ -115,6 +88,47 @@ func (c *Client) roundTrip(ctx context.Context, x exchange) (int, []byte, error)
 		return resp.StatusCode, data, nil
 	}
 	return resp.StatusCode, nil, c.httpError(x, resp, data)
+}
+
+// send builds x's request and sends it; the caller closes the body.
+func (c *Client) send(ctx context.Context, x exchange) (*http.Response, error) {
+	// x.path is already escaped (ids go through url.PathEscape), and the
+	// parse keeps it as RawPath: a "/" or "%" inside an id cannot change
+	// the route.
+	target := c.base + x.path
+	if len(x.query) > 0 {
+		target += "?" + x.query.Encode()
+	}
+	var body io.Reader
+	if x.body != nil {
+		body = bytes.NewReader(x.body)
+	}
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, verbKey{}, x.verb), x.method, target, body)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxd %s: build request: %s", subject(x.verb, x.id), scrub(err.Error(), maxMessage, c.token, x.token))
+	}
+	req.Header = make(http.Header, 6) // room for traceparent and baggage
+	req.Header["Accept"] = hdrJSON
+	req.Header["User-Agent"] = hdrUserAgent
+	if x.body != nil {
+		req.Header["Content-Type"] = hdrJSON
+	}
+	switch {
+	case x.token == "":
+	case x.token == c.token:
+		req.Header["Authorization"] = c.auth
+	default:
+		req.Header["Authorization"] = []string{"Bearer " + x.token}
+	}
+	if x.upgrade != "" {
+		req.Header["Upgrade"] = []string{x.upgrade}
+		req.Header["Connection"] = []string{"Upgrade"}
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.transportErr(ctx, x, err)
+	}
+	return resp, nil
 }
 
 func (c *Client) httpError(x exchange, resp *http.Response, data []byte) error {

@@ -45,6 +45,7 @@ func parseFlags(args []string) (options, error) {
 		tenants                                   tenantFiles
 		guestPorts                                guestPortFlags
 	)
+	fs.StringVar(&c.APIVersion, "api-version", sim.LatestAPI, "sandboxd API version to reproduce: "+strings.Join(sim.APIVersions(), ", "))
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:7777", "address to listen on (port 0 picks one; see the stdout line)")
 	fs.StringVar(&tokenFile, "token-file", "", "file holding the root api_token (required)")
 	fs.Var(&tenants, "tenant-token-file", "tenant `name=path`: a file holding that tenant's token; repeatable")
@@ -67,7 +68,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&c.ClaimJitter, "claim-jitter", 0, "uniform random extra claim latency in [0, jitter)")
 	fs.DurationVar(&c.ProvisionLatency, "provision-latency", 0, "latency of every admitted claim before its VM exists")
 	fs.DurationVar(&c.ColdLatency, "cold-latency", 20*time.Millisecond, "extra latency of a claim that finds its warm pool empty (negative = none)")
-	fs.BoolVar(&c.AbandonBeforeAdmission, "abandon-before-admission", false, "drop a claim whose caller leaves during --claim-latency (not real sandboxd)")
+	fs.BoolVar(&c.FinishDetachedClaims, "finish-detached-claims", false, "finish a claim whose caller went away, as behind a proxy that hides the disconnect (by default it is cancelled and no VM is made)")
+	fs.Float64Var(&c.LoseAnswerRate, "lose-answer-rate", 0, "share of claims whose VM is made but whose answer is never sent, in [0,1]")
 	fs.Float64Var(&c.FailRate, "fail-rate", 0, "share of claims answered 500 provisioning failed, in [0,1]")
 	fs.DurationVar(&c.RefillDelay, "refill-delay", 0, "time for a claimed warm VM to be replaced")
 	fs.Var(&guestPorts, "guest-port", "guest `port=host:port`: the ports relay to that guest port dials this host address; repeatable")

@@ -31,7 +31,7 @@ func TestDefaultFlagsAreTheRealServer(t *testing.T) {
 	c := o.cfg
 	if c.RootToken != "r00t" || c.DefaultTTL != 5*time.Minute || c.MaxTTL != 24*time.Hour ||
 		c.OwnerAddrMode != sim.OwnerAddrIP || c.Mesh || c.Capacity != "" || c.MetricsNoAuth ||
-		c.AbandonBeforeAdmission || c.TenantDBDown || len(c.TenantTokens) != 0 {
+		c.FinishDetachedClaims || c.LoseAnswerRate != 0 || c.APIVersion != sim.V5 || c.TenantDBDown || len(c.TenantTokens) != 0 {
 		t.Errorf("defaults %+v", c)
 	}
 	if !maps.Equal(c.Pools, map[pool.Key]int{{Template: "default"}: 64}) {
@@ -56,7 +56,7 @@ func TestFlagsReachTheConfig(t *testing.T) {
 		"--mesh", "--peers", "10.0.0.6:7777, 10.0.0.7:7777", "--peer-templates", "py,rb",
 		"--owner-addr-mode", "origin", "--owner-addr", "https://sbx.example:8443",
 		"--default-ttl", "1m", "--max-ttl", "3s", "--provision-latency", "2s",
-		"--abandon-before-admission", "--metrics-no-auth", "--draining",
+		"--finish-detached-claims", "--lose-answer-rate", "0.25", "--api-version", "V4", "--metrics-no-auth", "--draining",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,8 @@ func TestFlagsReachTheConfig(t *testing.T) {
 	if c.TenantMaxClaims != 3 || !c.TenantDBDown || c.TenantDBRetryAfter != 4*time.Second || !c.Mesh ||
 		!slices.Equal(c.Redirect, []string{"10.0.0.6:7777", "10.0.0.7:7777"}) || !slices.Equal(c.PeerTemplates, []string{"py", "rb"}) ||
 		c.OwnerAddrMode != "origin" || c.OwnerAddr != "https://sbx.example:8443" || c.DefaultTTL != time.Minute ||
-		c.MaxTTL != 3*time.Second || c.ProvisionLatency != 2*time.Second || !c.AbandonBeforeAdmission ||
+		c.MaxTTL != 3*time.Second || c.ProvisionLatency != 2*time.Second || !c.FinishDetachedClaims ||
+		c.LoseAnswerRate != 0.25 || c.APIVersion != sim.V4 ||
 		!c.MetricsNoAuth || !c.Draining {
 		t.Errorf("config %+v", c)
 	}

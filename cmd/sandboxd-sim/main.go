@@ -90,7 +90,7 @@ func run(args []string) error {
 	go func() { served <- hs.Serve(ln) }()
 	fmt.Printf("listening on http://%s\n", ln.Addr())
 	log.Info("listening", "addr", ln.Addr().String(), "version", version, "pools", o.pools,
-		"owner_addr", srv.OwnerAddr(), "tenants", len(o.cfg.TenantTokens))
+		"owner_addr", srv.OwnerAddr(), "tenants", len(o.cfg.TenantTokens), "api_version", o.cfg.APIVersion)
 
 	select {
 	case err = <-served: // Serve only returns early on a listener failure

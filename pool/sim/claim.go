@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -21,7 +22,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, herr)
 		return
 	}
-	req, herr := decodeClaim(r)
+	req, herr := decodeClaim(r, s.api.Metadata)
 	if herr != nil {
 		writeFailure(w, herr)
 		return
@@ -37,20 +38,16 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	annotate(r, slog.String("claim_ref", req.ClaimRef))
 	ttl := s.grant(req.TTLSeconds)
 
-	// The claim was received: real sandboxd finishes it whatever the
-	// caller does, unless a test opted into abandoning it here.
-	if d := s.latency(); s.cfg.AbandonBeforeAdmission {
-		if !sleepCtx(r.Context(), d) {
-			return
-		}
-	} else {
-		s.sleepUnlessStopped(d)
+	// The claim runs on the request's context, as on real sandboxd: a
+	// caller that goes away before the VM is made cancels it, and nothing
+	// is left. A node behind a proxy that hides the disconnect finishes it.
+	caller := r.Context()
+	if s.cfg.FinishDetachedClaims {
+		caller = context.Background()
 	}
-	if hold := s.claimHold.Swap(nil); hold != nil {
-		select {
-		case <-*hold:
-		case <-s.stop:
-		}
+	if !s.spend(caller, s.latency()) || !s.awaitHold(caller) {
+		s.counters.inc(counterClaimCancelled)
+		return
 	}
 	if s.draining.Load() {
 		s.counters.inc(counterClaimCapacity)
@@ -78,16 +75,21 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	if s.refuse(w, r, req, adm) { // lost a race for the last slot or warm VM
 		return
 	}
-	// Admitted: from here the VM is made whatever the caller does, and its
-	// row appears only once it is.
+	// Admitted: the row appears only once the VM is made. A caller gone
+	// meanwhile has the half-made VM destroyed: the warm VM it took is
+	// spent, the slot given back.
 	provision := s.cfg.ProvisionLatency
 	if adm == admitCold && s.cfg.ColdLatency > 0 {
 		provision += s.cfg.ColdLatency
 	}
-	s.sleepUnlessStopped(provision)
+	if !s.spend(caller, provision) {
+		s.ix.cancel(who.tenant)
+		s.counters.inc(counterClaimCancelled)
+		return
+	}
 	row, err := s.ix.insert(claimed{
 		key: key, tenant: who.tenant, claimRef: req.ClaimRef, metadata: req.Metadata,
-		deadline: time.Now().Add(ttl).UTC().Truncate(time.Millisecond),
+		deadline: s.deadline(time.Now().Add(ttl)),
 	})
 	if err != nil {
 		s.counters.inc(counterClaimError)
@@ -96,6 +98,17 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	}
 	s.counters.inc(counterClaimOK)
 	annotate(r, slog.String("id", row.sb.ID), slog.Bool("warm", adm == admitWarm))
+	if rand.Float64() < math.Float64frombits(s.loseAnswer.Load()) {
+		// Finalized, but the answer never leaves: the caller waits until it
+		// gives up, and the VM exists without its caller having seen it.
+		s.counters.inc(counterClaimAnswerLost)
+		annotate(r, slog.Bool("answer_lost", true))
+		select {
+		case <-r.Context().Done():
+		case <-s.stop:
+		}
+		return
+	}
 	owner := s.ownerAddr
 	if row.ownerAddr != "" {
 		owner = row.ownerAddr
@@ -105,8 +118,10 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// decodeClaim reads and validates the body.
-func decodeClaim(r *http.Request) (pool.ClaimRequest, *httpError) {
+// decodeClaim reads and validates the body. Without metadata (an API
+// version before it) the labels are ignored, however malformed, and not
+// kept.
+func decodeClaim(r *http.Request, metadata bool) (pool.ClaimRequest, *httpError) {
 	var req pool.ClaimRequest
 	if err := decodeBody(r, &req, false); err != nil {
 		return req, err
@@ -116,6 +131,9 @@ func decodeClaim(r *http.Request) (pool.ClaimRequest, *httpError) {
 		return req, &httpError{status: http.StatusBadRequest, msg: "template is required"}
 	case req.TTLSeconds < 0:
 		return req, &httpError{status: http.StatusBadRequest, msg: "ttl_seconds must be >= 0"}
+	}
+	if !metadata {
+		req.Metadata = nil
 	}
 	if err := pool.ValidateMetadata(req.Metadata); err != nil {
 		return req, &httpError{status: http.StatusBadRequest, msg: err.Error()}
@@ -151,6 +169,44 @@ func (s *Server) grant(secs int64) time.Duration {
 		return maxTTL
 	}
 	return min(time.Duration(secs)*time.Second, maxTTL)
+}
+
+// deadline is t as this API version writes a lease's end: V1 with
+// nanosecond fractions, later versions in milliseconds.
+func (s *Server) deadline(t time.Time) time.Time {
+	if s.api.NanosecondDeadlines {
+		return t.UTC()
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+// spend waits d on behalf of a claim and reports whether its caller is
+// still there. Close ends the wait at once with true: a claim still
+// provisioning finishes rather than hold up the node's shutdown.
+func (s *Server) spend(caller context.Context, d time.Duration) bool {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.stop:
+		case <-caller.Done():
+		}
+	}
+	return caller.Err() == nil
+}
+
+// awaitHold waits out HoldNextClaim, if this claim is the one held, and
+// reports whether its caller is still there.
+func (s *Server) awaitHold(caller context.Context) bool {
+	if hold := s.claimHold.Swap(nil); hold != nil {
+		select {
+		case <-*hold:
+		case <-s.stop:
+		case <-caller.Done():
+		}
+	}
+	return caller.Err() == nil
 }
 
 func (s *Server) latency() time.Duration {

@@ -2,7 +2,6 @@ package sim_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -72,11 +71,12 @@ func TestFailRateAppliesAtRuntimeAndConsumesNothing(t *testing.T) {
 	n.claim("ns/a", 60)
 }
 
-// A claim outlives its caller: the client gives up during a cold boot, the
-// VM is made anyway, and it is in the index only once it is made.
-func TestClaimFinishesAfterTheClientHasGone(t *testing.T) {
+// Behind a proxy that hides the disconnect (FinishDetachedClaims) a claim
+// outlives its caller: the client gives up during a cold boot, the VM is
+// made anyway, and it is in the index only once it is made.
+func TestDetachedClaimFinishesAfterTheClientHasGone(t *testing.T) {
 	const boot = 400 * time.Millisecond
-	n := newNode(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: boot})
+	n := newNode(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: boot, FinishDetachedClaims: true})
 	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: tenantToken})
 	if err != nil {
 		t.Fatal(err)
@@ -110,36 +110,79 @@ func TestClaimFinishesAfterTheClientHasGone(t *testing.T) {
 	}
 }
 
-// The pre-admission latency is not a way out either: a received claim is
-// finished, unless the test opts into AbandonBeforeAdmission.
-func TestClaimLatencyIsNotAbandonedByDefault(t *testing.T) {
-	for _, abandon := range []bool{false, true} {
-		s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{defaultKey: 1},
-			ClaimLatency: 300 * time.Millisecond, AbandonBeforeAdmission: abandon})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(s.Handler())
-		c, err := pool.NewClient(pool.ClientOptions{BaseURL: ts.URL, Token: rootToken})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-		if _, err := c.Claim(ctx, pool.ClaimRequest{Template: "default"}); err == nil {
-			t.Fatal("claim beat its deadline")
-		}
-		cancel()
-		c.CloseIdleConnections()
-		ts.Close() // waits for the handler to return
-		want := 1
-		if abandon {
-			want = 0
-		}
-		if got := s.Sandboxes(); len(got) != want || s.Counters()["claim_ok"] != int64(want) {
-			t.Errorf("AbandonBeforeAdmission=%v: %v, want %d sandboxes", abandon, got, want)
-		}
-		_ = s.Close()
+// By default a claim runs on its request's context, as on real sandboxd:
+// a caller that goes away before the VM is made, whether during the
+// pre-admission latency, while held or while the VM boots, cancels it.
+// Nothing is indexed and the slot is given back; FinishDetachedClaims
+// finishes it instead.
+func TestClaimIsCancelledWhenItsCallerGoesAway(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  sim.Config
+		hold bool
+	}{
+		{"latency", sim.Config{ClaimLatency: time.Minute}, false},
+		{"held", sim.Config{}, true},
+		{"boot", sim.Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: time.Minute}, false},
+		{"detached", sim.Config{ClaimLatency: 300 * time.Millisecond, FinishDetachedClaims: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, tc.cfg)
+			if tc.hold {
+				t.Cleanup(n.sim.HoldNextClaim())
+			}
+			c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: rootToken})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+			_, err = c.Claim(ctx, pool.ClaimRequest{Template: "default", ClaimRef: "ns/gone"})
+			cancel()
+			if err == nil {
+				t.Fatal("the claim beat the client's deadline")
+			}
+			detached := tc.cfg.FinishDetachedClaims
+			testkit.WaitFor(t, 5*time.Second, "the server to end the claim", func() bool {
+				cs := n.sim.Counters()
+				return cs["claim_cancelled"]+cs["claim_ok"] == 1
+			})
+			want := 0
+			if detached {
+				want = 1
+			}
+			if got := n.sim.Sandboxes(); len(got) != want || n.sim.Counters()["claim_ok"] != int64(want) {
+				t.Fatalf("sandboxes %v claim_ok %d, want %d", got, n.sim.Counters()["claim_ok"], want)
+			}
+			// A claim cancelled while it booted gave its slot back.
+			if _, body := n.do("GET", "/metrics", rootToken, nil); !strings.Contains(string(body), "sandboxd_sim_provisioning 0\n") {
+				t.Errorf("a slot is still held:\n%s", body)
+			}
+		})
 	}
+}
+
+// LoseAnswerRate makes the VM and indexes it, then never answers: the
+// caller meets its own deadline, and the VM is found by its claim_ref.
+func TestLostAnswerLeavesAVMItsCallerNeverSaw(t *testing.T) {
+	n := newNode(t, sim.Config{LoseAnswerRate: 1})
+	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: rootToken, ClaimTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	if vm, err := c.Claim(t.Context(), pool.ClaimRequest{Template: "default", ClaimRef: "ns/lost"}); err == nil {
+		t.Fatalf("the lost answer arrived: %v", vm)
+	}
+	rows := n.list(rootToken, "?claim_ref=ns%2Flost")
+	if len(rows) != 1 {
+		t.Fatalf("rows for ns/lost: %v, want the VM whose answer was lost", rows)
+	}
+	if cs := n.sim.Counters(); cs["claim_ok"] != 1 || cs["claim_answer_lost"] != 1 {
+		t.Errorf("counters %v, want claim_ok 1 and claim_answer_lost 1", cs)
+	}
+	n.sim.SetLoseAnswerRate(0)
+	n.claim("ns/answered", 60)
 }
 
 // ProvisionLatency applies to warm claims too, and is spent before the row

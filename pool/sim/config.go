@@ -92,13 +92,21 @@ type Config struct {
 	ClaimLatency, ClaimJitter time.Duration
 	// ProvisionLatency is spent after admission by every claim; ColdLatency
 	// is added when the warm pool is empty (0 means the default, 20ms;
-	// negative means none). Neither is cut short by the caller going away:
-	// the row appears in the index when they are over.
+	// negative means none). The row appears in the index when they are
+	// over. A caller that goes away before then cancels the claim: no VM
+	// is made, as on real sandboxd, where provisioning runs on the
+	// request's context (see FinishDetachedClaims).
 	ProvisionLatency, ColdLatency time.Duration
-	// AbandonBeforeAdmission drops a claim whose caller goes away during
-	// ClaimLatency, so that nothing is made. Real sandboxd finishes every
-	// claim it received; this is an opt-in for tests that want otherwise.
-	AbandonBeforeAdmission bool
+	// FinishDetachedClaims finishes every claim received whatever its
+	// caller does, as a node behind a proxy that hides the client's
+	// disconnect would: a caller that gave up leaves a VM it never heard
+	// of, which lives until it is released or its lease ends.
+	FinishDetachedClaims bool
+	// LoseAnswerRate is the share of claims whose VM is made and indexed
+	// but whose answer is never sent: the request hangs until its caller
+	// gives up, as when a claim is finalized just before the node notices
+	// the disconnect. Such a VM exists although nobody learned of it.
+	LoseAnswerRate float64
 	// FailRate is the share of claims answered 500 "provisioning failed".
 	FailRate float64
 	// RefillDelay is how long a claimed warm VM takes to be replaced.
@@ -130,6 +138,9 @@ type Config struct {
 	// kubectl exec -it. Off by default: it gives whoever reaches the
 	// emulator a shell on the host.
 	GuestHostShell bool
+	// APIVersion is the sandboxd version reproduced, V1 to V5 (see
+	// Features for what each has). Default LatestAPI.
+	APIVersion string
 
 	// MetricsNoAuth serves GET /metrics to anyone. By default it is an
 	// operator surface: root only.
@@ -193,12 +204,24 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.FailRate < 0 || c.FailRate > 1:
 		return c, fmt.Errorf("sim: FailRate %v outside [0,1]", c.FailRate)
+	case c.LoseAnswerRate < 0 || c.LoseAnswerRate > 1:
+		return c, fmt.Errorf("sim: LoseAnswerRate %v outside [0,1]", c.LoseAnswerRate)
 	case c.MaxClaims < 0:
 		return c, fmt.Errorf("sim: MaxClaims %d is negative", c.MaxClaims)
 	case c.TenantMaxClaims < 0:
 		return c, fmt.Errorf("sim: TenantMaxClaims %d is negative", c.TenantMaxClaims)
 	case c.DefaultTTL < 0 || c.MaxTTL < 0:
 		return c, fmt.Errorf("sim: DefaultTTL %v and MaxTTL %v must not be negative", c.DefaultTTL, c.MaxTTL)
+	}
+	if c.APIVersion == "" {
+		c.APIVersion = LatestAPI
+	}
+	api, err := FeaturesOf(c.APIVersion)
+	if err != nil {
+		return c, err
+	}
+	if c.TenantDBDown && !api.TenantAPI {
+		return c, fmt.Errorf("sim: TenantDBDown: API %s has no tenant database", c.APIVersion)
 	}
 	if c.ExecMemory < 0 {
 		return c, fmt.Errorf("sim: ExecMemory %d is negative", c.ExecMemory)
@@ -231,7 +254,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.OwnerAddrMode == "" {
 		c.OwnerAddrMode = OwnerAddrIP
 	}
-	var err error
 	if c.Pools, err = normalizePools(c.Pools); err != nil {
 		return c, err
 	}

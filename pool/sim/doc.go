@@ -4,8 +4,26 @@
 //
 // Every default is the real sandboxd's behaviour, so that a test meets it
 // unless it opts out through a Config field; the fields that are not real
-// (per-claim owner addresses, AbandonBeforeAdmission, MetricsNoAuth, the
-// "429-retry-after" fault) say so.
+// (per-claim owner addresses, MetricsNoAuth, the "429-retry-after" fault)
+// say so.
+//
+// # API versions
+//
+// Nodes run whatever sandboxd version their host has, so the emulator
+// reproduces each of V1 to V5 (Config.APIVersion, default V5, the newest);
+// Features is the table of what each has, and the handlers consult it.
+// An older version does not refuse what it does not know, it ignores it:
+// V1 and V2 drop a claim's metadata (not kept, not echoed) and the
+// ?metadata= filter, and V1 ignores ?claim_ref= (the listing has every row
+// the token may see). A verb a version lacks (renew, exec, ports and stats
+// before V2) is not routed: the plain router answers 404 "404 page not
+// found" as text, or 405 for a known path with another method. Before V2
+// the by-id read has no token; V1 writes "engine":"ch" in every pool key
+// and deadlines with nanosecond fractions. V3 adds advertise_addr in
+// /v1/info, cpu_count, mem_total_bytes and failed on rows, the passive root
+// relay and exec's 503; V4 the tenant database (TenantDBDown) and renew's
+// 403 for a removed tenant, and tenant on rows. Every version lets a tenant
+// list its own claims and the root token release any sandbox.
 //
 // # Tokens
 //
@@ -41,10 +59,20 @@
 // tenant's cap (429), MaxClaims (429, or a redirect: see Capacity) and the
 // warm pool. An admitted claim takes a warm VM if the pool has one (the pool
 // refills after RefillDelay) or boots cold; it spends ProvisionLatency, plus
-// ColdLatency when cold, and only then does its row appear in the index. A
-// claim is not abandoned when its caller goes away, at any stage: like real
-// sandboxd, a VM whose response was lost exists until it is released or its
-// lease ends. AbandonBeforeAdmission is the opt-out.
+// ColdLatency when cold, and only then does its row appear in the index.
+//
+// A claim runs on its request's context, as on real sandboxd: a caller
+// that goes away before the VM is made (during the latencies, or while
+// HoldNextClaim holds it) cancels it, the half-made VM is destroyed and
+// nothing enters the index (counted as claim_cancelled). Two knobs make a
+// VM that its caller never heard of, which then exists until it is
+// released or its lease ends:
+//   - FinishDetachedClaims finishes every claim whatever its caller does,
+//     as a node behind a proxy that hides the disconnect would;
+//   - LoseAnswerRate is the share of claims that are finalized and indexed
+//     but never answered, as a claim finalized just before the node
+//     noticed the disconnect: the request hangs until its caller gives up
+//     (counted as claim_answer_lost).
 //
 // ttl_seconds 0 is DefaultTTL (5 minutes); every lease is capped at MaxTTL
 // (24 hours), not refused, and the answer's deadline is the grant. Renew

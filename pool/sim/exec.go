@@ -42,19 +42,21 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case row.sb.Failed:
+	case row.sb.Failed && s.api.FailedVMMs:
 		writeError(w, http.StatusConflict, "sandbox "+id+" has failed")
 		return
 	case row.guest.unreachable:
 		writeError(w, http.StatusBadGateway, "guest agent of sandbox "+id+" is unreachable")
 		return
 	}
-	if !s.execMem.take(pool.MaxExecOutput) {
-		setRetryAfter(w, execRetryAfter)
-		writeError(w, http.StatusServiceUnavailable, "buffered exec memory exhausted")
-		return
+	if s.api.ExecBudget {
+		if !s.execMem.take(pool.MaxExecOutput) {
+			setRetryAfter(w, execRetryAfter)
+			writeError(w, http.StatusServiceUnavailable, "buffered exec memory exhausted")
+			return
+		}
+		defer s.execMem.give(pool.MaxExecOutput)
 	}
-	defer s.execMem.give(pool.MaxExecOutput)
 	s.ix.wake(id)
 	annotate(r, slog.String("id", id))
 

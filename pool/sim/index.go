@@ -114,6 +114,14 @@ func (ix *index) insert(c claimed) (row, error) {
 	return *r, nil
 }
 
+// cancel gives back the slot of an admitted claim whose VM will not be
+// made: its caller went away while it was provisioning.
+func (ix *index) cancel(tenant string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.unreserve(tenant)
+}
+
 // unreserve gives back a pending slot; untrack one of tenant's slots.
 // Callers hold ix.mu.
 func (ix *index) unreserve(tenant string) {

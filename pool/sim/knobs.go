@@ -13,6 +13,12 @@ func (s *Server) SetFailRate(f float64) {
 	s.failRate.Store(math.Float64bits(min(max(f, 0), 1)))
 }
 
+// SetLoseAnswerRate sets the share of claims whose VM is made but whose
+// answer is never sent (see Config.LoseAnswerRate), clamped to [0,1].
+func (s *Server) SetLoseAnswerRate(f float64) {
+	s.loseAnswer.Store(math.Float64bits(min(max(f, 0), 1)))
+}
+
 // SetMaxClaims caps live sandboxes; 0 is unlimited.
 func (s *Server) SetMaxClaims(n int) { s.maxClaims.Store(int64(max(n, 0))) }
 
@@ -31,10 +37,10 @@ func (s *Server) SetClaimLatency(d time.Duration) { s.claimLatency.Store(int64(m
 
 // HoldNextClaim makes the next claim to arrive wait, after its latency and
 // before admission, until release is called (or the server closes); later
-// claims do not wait. The held claim then finishes whatever its caller did
-// meanwhile, as a real sandboxd's provisioning does. It lets a test order
-// "the caller gave up and was served another VM" before "the first VM
-// exists" without guessing a latency.
+// claims do not wait. A caller that goes away meanwhile cancels the held
+// claim, unless FinishDetachedClaims is set: then it finishes, which lets a
+// test order "the caller gave up and was served another VM" before "the
+// first VM exists" without guessing a latency.
 func (s *Server) HoldNextClaim() (release func()) {
 	ch := make(chan struct{})
 	s.claimHold.Store(&ch)
@@ -55,8 +61,15 @@ func (s *Server) SetMesh(on bool) { s.mesh.Store(on) }
 func (s *Server) SetDraining(on bool) { s.draining.Store(on) }
 
 // SetTenantDBDown makes requests that need the tenant database answer 503
-// with Retry-After while on (see Config.TenantDBDown).
-func (s *Server) SetTenantDBDown(down bool) { s.tenantDBDown.Store(down) }
+// with Retry-After while on (see Config.TenantDBDown). An API version
+// without a tenant database panics: a test must not silently test a node
+// that cannot fail that way.
+func (s *Server) SetTenantDBDown(down bool) {
+	if down && !s.api.TenantAPI {
+		panic("sim: SetTenantDBDown: API " + s.cfg.APIVersion + " has no tenant database")
+	}
+	s.tenantDBDown.Store(down)
+}
 
 // AddTenant adds a tenant token, as sandboxd's tenant API does. An empty
 // name or token, or the root token, panics: a test must not silently run

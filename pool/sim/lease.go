@@ -51,7 +51,7 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	deadline := time.Now().Add(s.grant(req.TTLSeconds)).UTC().Truncate(time.Millisecond)
+	deadline := s.deadline(time.Now().Add(s.grant(req.TTLSeconds)))
 	if herr := s.ix.renew(id, s.sandboxAuth(tok), s.renewGate, deadline); herr != nil {
 		writeFailure(w, herr)
 		return
@@ -67,7 +67,7 @@ func (s *Server) renewGate(sb pool.Sandbox) *httpError {
 	switch {
 	case sb.Archived:
 		return &httpError{status: http.StatusConflict, msg: "sandbox " + sb.ID + " is archived"}
-	case sb.Tenant == "":
+	case sb.Tenant == "" || !s.api.TenantAPI: // before V4, no tenant is ever "removed"
 		return nil
 	case s.tenantDBDown.Load():
 		return s.errTenantDB()

@@ -20,6 +20,8 @@ const (
 	counterClaimCapacity   = "claim_capacity"
 	counterClaimError      = "claim_error"
 	counterClaimRedirect   = "claim_redirect"
+	counterClaimCancelled  = "claim_cancelled"
+	counterClaimAnswerLost = "claim_answer_lost"
 	counterReleaseOK       = "release_ok"
 	counterReleaseNotFound = "release_notfound"
 	counterRenewOK         = "renew_ok"
@@ -28,6 +30,7 @@ const (
 
 var counterNames = []string{
 	pool.VerbClaim, counterClaimOK, counterClaimCapacity, counterClaimError, counterClaimRedirect,
+	counterClaimCancelled, counterClaimAnswerLost,
 	pool.VerbRelease, counterReleaseOK, counterReleaseNotFound,
 	verbRenew, counterRenewOK,
 	pool.VerbList, pool.VerbGet, pool.VerbInfo, pool.VerbStats,
@@ -54,7 +57,10 @@ func (cs *counterSet) inc(name string) {
 
 // Counters returns a snapshot of every counter: "claim", "claim_ok",
 // "claim_capacity" (every 429 and every redirect of a node at MaxClaims),
-// "claim_error", "claim_redirect" (every redirect answer), "release",
+// "claim_error", "claim_redirect" (every redirect answer),
+// "claim_cancelled" (its caller went away before the VM was made: none
+// was), "claim_answer_lost" (made and counted in claim_ok, but never
+// answered: see Config.LoseAnswerRate), "release",
 // "release_ok", "release_notfound" (unknown id or wrong token), "renew",
 // "renew_ok", "list", "get", "info", "stats", "exec", "ports", "agent"
 // (agent relay upgrades asked for) and "agent_kill" (running guest

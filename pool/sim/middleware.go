@@ -222,17 +222,3 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
-
-// sleepUnlessStopped sleeps d, ignoring the caller, but not past Close: a
-// claim that outlives its caller must not hold up the node's shutdown.
-func (s *Server) sleepUnlessStopped(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.stop:
-	}
-}

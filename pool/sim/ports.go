@@ -32,13 +32,15 @@ func (s *Server) handlePorts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	row, ok := s.ix.get(id)
-	isRoot := tokenEqual(tok, s.cfg.RootToken)
+	// Before the passive relay (V3) the root token is as wrong as any
+	// other that is not the sandbox's own.
+	isRoot := s.api.PassiveRootRelay && tokenEqual(tok, s.cfg.RootToken)
 	if !ok || !(isRoot || tokenEqual(tok, row.sb.Token)) {
 		writeFailure(w, errNotFound(id))
 		return
 	}
 	switch {
-	case row.sb.Failed:
+	case row.sb.Failed && s.api.FailedVMMs:
 		writeError(w, http.StatusConflict, "sandbox "+id+" has failed")
 		return
 	case !wantsUpgrade(r, "tcp"):

@@ -10,14 +10,15 @@ import (
 )
 
 // handleList answers root every row and a tenant only the rows it claimed,
-// filtered by ?claim_ref= and every ?metadata=k=v. No row carries a token.
+// filtered by ?claim_ref= and every ?metadata=k=v where the API version
+// has them (an older one ignores them). No row carries a token.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	who, herr := s.authenticate(r)
 	if herr != nil {
 		writeFailure(w, herr)
 		return
 	}
-	opts, herr := parseListOptions(r.URL.Query())
+	opts, herr := s.parseListOptions(r.URL.Query())
 	if herr != nil {
 		writeFailure(w, herr)
 		return
@@ -25,17 +26,27 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	rows := s.ix.list(func(sb *pool.Sandbox) bool {
 		return (who.role == roleRoot || sb.Tenant == who.tenant) && opts.Matches(*sb)
 	})
-	writeJSON(w, http.StatusOK, pool.SandboxList{Sandboxes: rows})
+	writeJSON(w, http.StatusOK, s.presentList(rows))
 }
 
-// parseListOptions reads the filters. A metadata pair splits at its first
-// '=', which a key cannot contain; one without '=' is a 400.
-func parseListOptions(q url.Values) (pool.ListOptions, *httpError) {
-	opts := pool.ListOptions{ClaimRef: q.Get("claim_ref")}
+// parseListOptions reads the filters the API version knows. A metadata
+// pair splits at its first '=', which a key cannot contain; one without
+// '=', with an empty key or with a key already given is a 400.
+func (s *Server) parseListOptions(q url.Values) (pool.ListOptions, *httpError) {
+	var opts pool.ListOptions
+	if s.api.ClaimRefFilter {
+		opts.ClaimRef = q.Get("claim_ref")
+	}
+	if !s.api.Metadata {
+		return opts, nil
+	}
 	for _, pair := range q["metadata"] {
 		k, v, ok := strings.Cut(pair, "=")
 		if !ok || k == "" {
 			return opts, &httpError{status: http.StatusBadRequest, msg: "metadata filter " + pair + ": want key=value"}
+		}
+		if _, dup := opts.Metadata[k]; dup {
+			return opts, &httpError{status: http.StatusBadRequest, msg: "metadata filter: key " + k + " repeated"}
 		}
 		if opts.Metadata == nil {
 			opts.Metadata = map[string]string{}
@@ -45,11 +56,12 @@ func parseListOptions(q url.Values) (pool.ListOptions, *httpError) {
 	return opts, nil
 }
 
-// handleGet is root's view of one row, with the sandbox's token: the way a
-// claim whose response was lost is recovered. It never has owner_addr.
+// handleGet is root's view of one row, with the sandbox's token since V2:
+// the way a claim whose response was lost is recovered. It never has
+// owner_addr.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	if row, ok := s.rootRow(w, r); ok {
-		writeJSON(w, http.StatusOK, row.sb)
+		writeJSON(w, http.StatusOK, s.presentRow(row.sb, true))
 	}
 }
 
@@ -92,7 +104,7 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	if s.mesh.Load() || *s.capacity.Load() == CapacityRedirect {
 		info.Peers = s.cfg.Redirect
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, s.presentInfo(info))
 }
 
 // handleHealthz needs no token: it says the process serves HTTP, nothing

@@ -19,7 +19,8 @@ const verbRenew = "renew"
 // Server is one emulated sandboxd node. All methods are safe for concurrent
 // use.
 type Server struct {
-	cfg       Config // immutable after New; runtime knobs live below
+	cfg       Config   // immutable after New; runtime knobs live below
+	api       Features // cfg.APIVersion's row of the version table
 	log       *slog.Logger
 	tracer    trace.Tracer // nil: no server spans
 	ix        *index
@@ -35,6 +36,7 @@ type Server struct {
 	guests    guestSet // silkd behind the agent relay (agent.go)
 
 	failRate     atomic.Uint64 // math.Float64bits
+	loseAnswer   atomic.Uint64 // math.Float64bits
 	maxClaims    atomic.Int64
 	capacity     atomic.Pointer[string]
 	claimLatency atomic.Int64                  // time.Duration
@@ -65,8 +67,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	api, err := FeaturesOf(cfg.APIVersion)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg: cfg, log: cfg.Logger, ownerAddr: owner,
+		cfg: cfg, api: api, log: cfg.Logger, ownerAddr: owner,
 		ix:       newIndex(cfg.Pools, ar, cfg.OwnerAddrMode == OwnerAddrPerClaim, cfg.RefillDelay),
 		tenants:  newTenantSet(cfg.TenantTokens),
 		peers:    map[string]bool{},
@@ -85,6 +91,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.SetFailRate(cfg.FailRate)
+	s.SetLoseAnswerRate(cfg.LoseAnswerRate)
 	s.SetMaxClaims(cfg.MaxClaims)
 	s.capacity.Store(&cfg.Capacity)
 	s.SetClaimLatency(cfg.ClaimLatency)
@@ -98,18 +105,33 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// routes is the route table. A verb the API version lacks is not routed at
+// all, so that it is answered as by real sandboxd of that version: the
+// plain ServeMux's 404 "404 page not found" (text, not JSON), or 405 for a
+// known path with another method.
 func (s *Server) routes() *http.ServeMux {
 	m := http.NewServeMux()
 	m.Handle("POST /v1/claim", s.route(pool.VerbClaim, s.handleClaim))
 	m.Handle("POST /v1/sandboxes/{id}/release", s.route(pool.VerbRelease, s.handleRelease))
-	m.Handle("POST /v1/sandboxes/{id}/renew", s.route(verbRenew, s.handleRenew))
 	m.Handle("GET /v1/sandboxes", s.route(pool.VerbList, s.handleList))
 	m.Handle("GET /v1/sandboxes/{id}", s.route(pool.VerbGet, s.handleGet))
-	m.Handle("GET /v1/sandboxes/{id}/stats", s.route(pool.VerbStats, s.handleStats))
-	m.Handle("POST /v1/sandboxes/{id}/exec", s.route(pool.VerbExec, s.handleExec))
-	m.Handle("GET /v1/sandboxes/{id}/ports/{port}", s.route(pool.VerbPorts, s.handlePorts))
-	m.Handle("GET /v1/sandboxes/{id}/agent", s.route(pool.VerbAgent, s.handleAgent))
 	m.Handle("GET /v1/info", s.route(pool.VerbInfo, s.handleInfo))
+	for _, v := range []struct {
+		has           bool
+		pattern, verb string
+		h             http.HandlerFunc
+	}{
+		{s.api.Renew, "POST /v1/sandboxes/{id}/renew", verbRenew, s.handleRenew},
+		{s.api.Stats, "GET /v1/sandboxes/{id}/stats", pool.VerbStats, s.handleStats},
+		{s.api.Exec, "POST /v1/sandboxes/{id}/exec", pool.VerbExec, s.handleExec},
+		{s.api.Ports, "GET /v1/sandboxes/{id}/ports/{port}", pool.VerbPorts, s.handlePorts},
+		// The agent relay is gated with the other guest verbs (V2+).
+		{s.api.Exec, "GET /v1/sandboxes/{id}/agent", pool.VerbAgent, s.handleAgent},
+	} {
+		if v.has {
+			m.Handle(v.pattern, s.route(v.verb, v.h))
+		}
+	}
 	m.HandleFunc("GET /metrics", s.handleMetrics)
 	m.HandleFunc("GET /healthz", handleHealthz)
 	return m
