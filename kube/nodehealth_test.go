@@ -193,7 +193,7 @@ func TestNodeStatusPushesOnlyOnChange(t *testing.T) {
 
 func TestReadinessChecksNameWhatFails(t *testing.T) {
 	node := newNodeSpec("n")
-	s := newNodeStatus(fake.NewClientset(node.DeepCopy()).CoreV1().Nodes(), node, NodeHealthOptions{Sandboxd: fakeProbe{healthz: errors.New("dial tcp 127.0.0.1:7777: connection refused")}})
+	s := newNodeStatus(fake.NewClientset(node.DeepCopy()).CoreV1().Nodes(), node, NodeHealthOptions{Sandboxd: fakeProbe{healthz: errors.New("dial tcp 127.0.0.1:7777: connection refused")}, Log: slog.New(slog.DiscardHandler)})
 	got := s.checks()
 	if got[0].Err == nil || got[0].Err.Error() != "not registered yet" || got[1].Err == nil || got[1].Err.Error() != "not checked yet" {
 		t.Fatalf("before the first check: %v", got)

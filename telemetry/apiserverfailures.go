@@ -21,7 +21,7 @@ type apiserverFailures struct {
 	next   slog.Handler
 	window time.Duration
 	now    func() time.Time
-	seen   *failureCounts // shared by every WithAttrs/WithGroup copy
+	seen   *failureCounts // shared by every WithAttrs/WithGroup copy, and with the transport
 }
 
 type failureCounts struct {
@@ -38,8 +38,8 @@ type failureCount struct {
 // failure could otherwise grow it without end.
 const maxCauses = 64
 
-func newAPIServerFailures(next slog.Handler, window time.Duration, now func() time.Time) slog.Handler {
-	return apiserverFailures{next: next, window: window, now: now, seen: &failureCounts{causes: map[string]*failureCount{}}}
+func newAPIServerFailures(next slog.Handler, seen *failureCounts, window time.Duration, now func() time.Time) slog.Handler {
+	return apiserverFailures{next: next, window: window, now: now, seen: seen}
 }
 
 // urlError matches a Go url.Error ("Get "https://host/...": cause") inside

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ import (
 func TestAPIServerFailuresAreLoggedOncePerCauseWithACount(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Unix(1000, 0)
-	klog.SetSlogLogger(slog.New(newAPIServerFailures(NewLogger(&buf, slog.LevelInfo, true).Handler(), time.Minute, func() time.Time { return now })))
+	klog.SetSlogLogger(slog.New(newAPIServerFailures(NewLogger(&buf, slog.LevelInfo, true).Handler(), &failureCounts{causes: map[string]*failureCount{}}, time.Minute, func() time.Time { return now })))
 	t.Cleanup(func() { klog.ClearLogger() })
 
 	refused := func(port int) error {
@@ -53,5 +55,33 @@ func TestAPIServerFailuresAreLoggedOncePerCauseWithACount(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], `"reflector":"pods"`) {
 		t.Errorf("the folded line lost its attributes: %s", lines[0])
+	}
+}
+
+// A refused connection and a 401 from the apiserver are logged at warn by
+// the clients' transport, once per cause however often they repeat.
+func TestAPIServerTransportLogsEachCauseOnce(t *testing.T) {
+	var buf bytes.Buffer
+	rt := LogAPIServerFailures(NewLogger(&buf, slog.LevelInfo, true))(http.DefaultTransport)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) }))
+	defer refuse.Close()
+	for range 3 {
+		for _, url := range []string{closed.URL, refuse.URL} {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/api/v1/pods", nil)
+			if resp, err := rt.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "connection refused") || !strings.Contains(lines[1], "401 Unauthorized") {
+		t.Fatalf("want one refused and one 401 line:\n%s", buf.String())
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"level":"WARN"`) || !strings.Contains(l, `"count":1`) || !strings.Contains(l, `"path":"/api/v1/pods"`) {
+			t.Errorf("line: %s", l)
+		}
 	}
 }

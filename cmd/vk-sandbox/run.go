@@ -66,6 +66,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	rc.Wrap(telemetry.LogAPIServerFailures(log))
 	tel.Metrics.MeterKubeClients() // before the first client is built
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
@@ -171,6 +172,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	log.Info("vk-sandbox starting", "node", cfg.NodeName, "sandboxd", cfg.SandboxdURL, "state", cfg.StatePath, "version", version)
 	nodeErr := make(chan error, 1)
 	go func() { nodeErr <- node.Run(ctx) }()
+	go warnUntilReady(ctx, node.Ready(), node.Checks, rc.Host, log)
 	select {
 	case err = <-nodeErr:
 		if ctx.Err() == nil {
