@@ -52,8 +52,10 @@ func TestSandboxdOutageTaintsTheNodeAndTheSchedulerWaits(t *testing.T) {
 	// sandboxd's HTTP server stops.
 	srv.CloseClientConnections()
 	srv.Close()
-	node := waitNode(t, n.Name, "tainted sandboxd-unavailable=unreachable", func(node *corev1.Node) bool {
-		return sandboxdTaint(node) == "unreachable"
+	// The taint and the condition are two writes: wait for both.
+	node := waitNode(t, n.Name, "tainted sandboxd-unavailable=unreachable, SandboxdReady False", func(node *corev1.Node) bool {
+		c := nodeCondition(node, kube.ConditionSandboxdReady)
+		return sandboxdTaint(node) == "unreachable" && c != nil && c.Status == corev1.ConditionFalse
 	})
 	c := nodeCondition(node, kube.ConditionSandboxdReady)
 	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != kube.ReasonSandboxdUnreachable || !strings.Contains(c.Message, "connection refused") {
@@ -117,10 +119,13 @@ func TestSandboxdOutageTaintsTheNodeAndTheSchedulerWaits(t *testing.T) {
 	waitRunning(t, ns, "tolerant")
 }
 
-// unboundPod is a sandbox Pod for the scheduler to place, on node only.
+// unboundPod is a sandbox Pod for the scheduler to place, on node only. It
+// tolerates node.kubernetes.io/not-ready, which admission puts on every new
+// Node and which only a controller manager (not run here) lifts.
 func unboundPod(ns, name, node string, tolerations ...corev1.Toleration) *corev1.Pod {
 	return sandboxPod(ns, name, "", func(p *corev1.Pod) {
 		p.Spec.NodeSelector[corev1.LabelHostname] = node
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 		p.Spec.Tolerations = append(p.Spec.Tolerations, tolerations...)
 	})
 }
