@@ -69,7 +69,7 @@ func (h sandboxdHealth) usable() bool {
 func checkSandboxd(ctx context.Context, p SandboxdProbe) sandboxdHealth {
 	if err := p.Healthz(ctx); err != nil {
 		return sandboxdHealth{status: corev1.ConditionFalse, reason: ReasonSandboxdUnreachable,
-			message: "sandboxd /healthz: " + err.Error(), taint: "unreachable"}
+			message: err.Error(), taint: "unreachable"}
 	}
 	info, err := p.Info(ctx)
 	switch {
@@ -83,7 +83,7 @@ func checkSandboxd(ctx context.Context, p SandboxdProbe) sandboxdHealth {
 	case pool.StatusCode(err) == 0 && pool.IsRetryable(err):
 		// /healthz answered a moment ago; the connection went since.
 		return sandboxdHealth{status: corev1.ConditionFalse, reason: ReasonSandboxdUnreachable,
-			message: "sandboxd /v1/info: " + err.Error(), taint: "unreachable"}
+			message: err.Error(), taint: "unreachable"}
 	default:
 		return sandboxdHealth{status: corev1.ConditionUnknown, reason: ReasonSandboxdInfoFailed,
 			message: "sandboxd answers /healthz, but /v1/info failed: " + err.Error()}

@@ -82,7 +82,7 @@ func TestSandboxdConditionReasons(t *testing.T) {
 	}{
 		{"answers", fakeProbe{info: pool.Info{Claimed: 3}}, corev1.ConditionTrue, ReasonSandboxdReady, "", "3 claimed", true},
 		{"unreachable", fakeProbe{healthz: down}, corev1.ConditionFalse, ReasonSandboxdUnreachable, "unreachable", "connection refused", false},
-		{"info connection lost", fakeProbe{infoErr: down}, corev1.ConditionFalse, ReasonSandboxdUnreachable, "unreachable", "/v1/info", false},
+		{"info connection lost", fakeProbe{infoErr: down}, corev1.ConditionFalse, ReasonSandboxdUnreachable, "unreachable", "connection refused", false},
 		{"token refused", fakeProbe{infoErr: httpStatus(t, http.StatusUnauthorized)}, corev1.ConditionFalse, ReasonSandboxdTokenRefused, "token-refused", "--sandboxd-token-file", false},
 		{"tenant token", fakeProbe{infoErr: httpStatus(t, http.StatusForbidden)}, corev1.ConditionTrue, ReasonSandboxdTenantToken, "", "tenant token", true},
 		{"info fails", fakeProbe{infoErr: httpStatus(t, http.StatusInternalServerError)}, corev1.ConditionUnknown, ReasonSandboxdInfoFailed, "", "500", true},
