@@ -43,7 +43,7 @@ type controllers struct {
 	pods      *node.PodController
 	node      *node.NodeController
 	informers informers.SharedInformerFactory // this node's Pods only
-	status    *node.NaiveNodeProviderV2
+	status    *nodeStatus
 	spec      *corev1.Node
 	workers   int
 	ready     chan struct{}
@@ -56,6 +56,7 @@ type controllerConfig struct {
 	recorder  record.EventRecorder
 	workers   int
 	overrides []func(*node.PodControllerConfig) error
+	health    NodeHealthOptions
 }
 
 func newControllers(c controllerConfig) (*controllers, error) {
@@ -68,7 +69,7 @@ func newControllers(c controllerConfig) (*controllers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod controller: %w", err)
 	}
-	status := node.NewNaiveNodeProvider()
+	status := newNodeStatus(c.client.CoreV1().Nodes(), c.spec, c.health)
 	nc, err := node.NewNodeController(status, c.spec, c.client.CoreV1().Nodes(),
 		node.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(c.client), node.DefaultLeaseDuration))
 	if err != nil {
@@ -179,10 +180,11 @@ func (c *controllers) run(ctx context.Context) error {
 	case <-c.node.Done():
 		return c.node.Err()
 	}
-	if err := c.status.UpdateStatus(ctx, markReady(c.spec)); err != nil {
+	if err := c.status.first(ctx); err != nil {
 		return fmt.Errorf("mark the node Ready: %w", err)
 	}
 	close(c.ready)
+	go c.status.run(ctx)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()

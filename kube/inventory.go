@@ -12,13 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
-// NodeInventoryGVR is the cluster-scoped inventory object (manifests/nodeinventory-crd.yaml).
+// NodeInventoryGVR is the cluster-scoped inventory object. Its CRD is
+// sandbox-operator's, which reads it; this project does not ship one.
 var NodeInventoryGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "nodeinventories"}
 
 // FieldManager owns the fields this node applies.
@@ -31,9 +33,10 @@ type InventorySource interface {
 	Tenant() bool
 }
 
-// Claims looks up this node's own claims.
+// Claims is this node's claim table.
 type Claims interface {
 	Lookup(key string) (pipeline.ClaimView, bool)
+	Range(fn func(key string, c pipeline.ClaimView) bool)
 	Identity() pipeline.Identity
 }
 
@@ -42,8 +45,12 @@ type Claims interface {
 const DefaultInventoryResync = 10 * time.Minute
 
 // InventoryPublisher server-side-applies one NodeInventory per node. Each
-// tick rebuilds it from live sandboxd state (the listing, not the claim
-// table): one listing and one info per interval, whatever the claim count,
+// tick rebuilds it: its entries are this node's claim table, which is
+// right on every sandboxd version (a listing of an older server carries no
+// metadata to tell this node's VMs by, and a tenant token's listing shows
+// only some), with the listing consulted only for which VMs are hibernated;
+// its pools come from /v1/info. One listing and one info per interval,
+// whatever the claim count,
 // and one apply when the object differs from the last one applied, or
 // when Resync has passed since (which repairs an object that someone else
 // edited or deleted). An idle node therefore sends the apiserver nothing
@@ -119,51 +126,67 @@ func (p *InventoryPublisher) PublishOnce(ctx context.Context) error {
 		return nil
 	}
 	p.last = nil // a failed apply must not make the next tick skip
-	if _, err = p.Dynamic.Resource(NodeInventoryGVR).Apply(ctx, p.Node, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+	if err := p.apply(ctx, obj); err != nil {
 		return err
 	}
 	p.last, p.lastAt = obj.Object, now()
 	return nil
 }
 
-// build renders the object. Entries are this node's VMs only: those it
-// made (Identity.Owns), and those its claim table holds by id under the
-// plain "<namespace>/<name>" claim_ref of older rows. Other clients'
-// sandboxes on the same sandboxd are theirs to publish.
+// apply server-side-applies obj with strict field validation: a field the
+// consumer's schema does not have is an error here, not a silent prune.
+func (p *InventoryPublisher) apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	body, err := obj.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	force := true
+	_, err = p.Dynamic.Resource(NodeInventoryGVR).Patch(ctx, p.Node, types.ApplyPatchType, body, metav1.PatchOptions{
+		FieldManager: FieldManager, Force: &force, FieldValidation: metav1.FieldValidationStrict,
+	})
+	return err
+}
+
+// build renders the object. Entries are the claim table's rows, in the
+// fields its consumer (sandbox-operator) reads and no others:
+// {name: the Pod key, id, phase, claimRef, addr, deadline}. A row still
+// quarantined (not yet vouched for) is Pending, which the consumer does not
+// take for ready; a hibernated VM is Hibernated.
 func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstructured.Unstructured {
-	id := p.Claims.Identity()
-	entries := make([]any, 0, len(rows))
+	listed := make(map[string]pool.Sandbox, len(rows))
 	for _, r := range rows {
-		key, ours := id.Owns(r)
-		if !ours {
-			key = r.ClaimRef
-		}
-		c, held := p.Claims.Lookup(key)
-		held = held && c.ID == r.ID
-		if !ours && !held {
-			continue
-		}
+		listed[r.ID] = r
+	}
+	var entries []any
+	p.Claims.Range(func(key string, c pipeline.ClaimView) bool {
 		phase := "Running"
-		if r.Hibernated {
+		r, isListed := listed[c.ID]
+		switch v, _ := p.Claims.Lookup(key); {
+		case v.ID != c.ID:
+			return true // replaced since the range began
+		case v.State == pipeline.StateQuarantined:
+			phase = "Pending"
+		case isListed && r.Hibernated:
 			phase = "Hibernated"
 		}
-		e := map[string]any{"name": key, "id": r.ID, "phase": phase, "template": r.Key.Template}
-		if r.ClaimRef != "" {
+		e := map[string]any{"name": key, "id": c.ID, "phase": phase}
+		if isListed && r.ClaimRef != "" {
 			e["claimRef"] = r.ClaimRef
 		}
-		if held && c.Address != "" {
+		if c.Address != "" {
 			e["addr"] = c.Address
 		}
-		if !r.Deadline.IsZero() {
-			e["deadline"] = r.Deadline.UTC().Format(time.RFC3339)
-		}
-		if r.ClaimedAt != nil {
-			e["claimedAt"] = r.ClaimedAt.UTC().Format(time.RFC3339)
+		if !c.Deadline.IsZero() {
+			e["deadline"] = c.Deadline.UTC().Format(time.RFC3339)
 		}
 		entries = append(entries, e)
+		return true
+	})
+	if entries == nil {
+		entries = []any{}
 	}
 	// In a stable order, so that an unchanged inventory compares equal
-	// however sandboxd orders its listing.
+	// however the table or sandboxd orders its rows.
 	slices.SortFunc(entries, func(a, b any) int {
 		x, y := a.(map[string]any), b.(map[string]any)
 		return cmp.Or(cmp.Compare(x["name"].(string), y["name"].(string)), cmp.Compare(x["id"].(string), y["id"].(string)))

@@ -23,25 +23,39 @@ type fakeClaims struct {
 func (f fakeClaims) Identity() pipeline.Identity { return f.id }
 func (f fakeClaims) Lookup(key string) (pipeline.ClaimView, bool) {
 	c, ok := f.rows[key]
-	return pipeline.ClaimView{ID: c.ID, Address: c.Address, PodUID: c.PodUID, State: pipeline.StateDurable}, ok
+	st := pipeline.StateDurable
+	if c.Owner == "quarantined" {
+		st = pipeline.StateQuarantined
+	}
+	return pipeline.ClaimView{ID: c.ID, Address: c.Address, PodUID: c.PodUID, Deadline: c.Deadline, State: st}, ok
+}
+func (f fakeClaims) Range(fn func(string, pipeline.ClaimView) bool) {
+	for k := range f.rows {
+		v, _ := f.Lookup(k)
+		if !fn(k, v) {
+			return
+		}
+	}
 }
 
-// The object is spec-less (its consumer reads the top level) and lists this
-// node's VMs only: the ones it made, and the ones its table holds by id
-// under an older plain claim_ref. Another client's VM is not listed.
-func TestInventoryIsSpecLessAndListsOnlyThisNodesVMs(t *testing.T) {
+// The object is spec-less (its consumer reads the top level), and its
+// entries are this node's claim table in exactly the consumer's fields:
+// {name, id, phase, claimRef, addr, deadline}. Another client's VM in the
+// listing is not an entry; a row the listing lacks (an older server, a
+// tenant's partial view) still is, and a quarantined one is Pending.
+func TestInventoryEntriesAreTheClaimTableInTheConsumersFields(t *testing.T) {
 	id := pipeline.Identity{Node: "n1"}
-	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	dl := at.Add(time.Hour)
-	ref := pipeline.PodRef{Key: "ns/a", UID: "u-a"}
+	dl := time.Date(2026, 12, 3, 11, 0, 0, 0, time.UTC)
 	rows := []pool.Sandbox{
-		{ID: "sb_a", Key: pool.Key{Template: "py"}, ClaimRef: id.ClaimRef("ns/a"), Metadata: id.Labels(ref), Deadline: dl, ClaimedAt: &at},
+		{ID: "sb_a", Key: pool.Key{Template: "py"}, ClaimRef: id.ClaimRef("ns/a"), Deadline: dl},
 		{ID: "sb_old", Key: pool.Key{Template: "py"}, ClaimRef: "ns/old", Deadline: dl, Hibernated: true},
 		{ID: "sb_op", Key: pool.Key{Template: "py"}, ClaimRef: "ns/a", Deadline: dl},
 	}
 	claims := fakeClaims{id: id, rows: map[string]store.Claim{
-		"ns/a":   {ID: "sb_a", Address: "10.0.0.5:7777"},
-		"ns/old": {ID: "sb_old", Address: "10.0.0.5:7777"},
+		"ns/a":        {ID: "sb_a", Address: "10.0.0.5:7777", Deadline: dl},
+		"ns/old":      {ID: "sb_old", Address: "10.0.0.5:7777", Deadline: dl},
+		"ns/unlisted": {ID: "sb_u", Address: "10.0.0.5:7777", Deadline: dl},
+		"ns/q":        {ID: "sb_q", Deadline: dl, Owner: "quarantined"},
 	}}
 	p := &InventoryPublisher{Claims: claims, Node: "n1", Address: "127.0.0.1:7777"}
 	obj := p.build(rows, &pool.Info{Pools: []pool.PoolInfo{{Key: pool.Key{Template: "py", Net: "none", Size: "small"}, Warm: 3, Target: 4}}}).Object
@@ -51,20 +65,26 @@ func TestInventoryIsSpecLessAndListsOnlyThisNodesVMs(t *testing.T) {
 	if obj["node"] != "n1" || obj["address"] != "127.0.0.1:7777" {
 		t.Fatalf("node/address = %v/%v", obj["node"], obj["address"])
 	}
+	want := []map[string]any{
+		{"name": "ns/a", "id": "sb_a", "phase": "Running", "claimRef": id.ClaimRef("ns/a"), "addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z"},
+		{"name": "ns/old", "id": "sb_old", "phase": "Hibernated", "claimRef": "ns/old", "addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z"},
+		{"name": "ns/q", "id": "sb_q", "phase": "Pending", "deadline": "2026-12-03T11:00:00Z"},
+		{"name": "ns/unlisted", "id": "sb_u", "phase": "Running", "addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z"},
+	}
 	entries := obj["entries"].([]any)
-	if len(entries) != 2 {
-		t.Fatalf("entries = %v, want ours (sb_a) and the held older row (sb_old), not the operator's sb_op", entries)
+	if len(entries) != len(want) {
+		t.Fatalf("entries = %v, want the table's %d rows and not the operator's sb_op", entries, len(want))
 	}
-	a := entries[0].(map[string]any)
-	want := map[string]any{"name": "ns/a", "id": "sb_a", "phase": "Running", "template": "py", "claimRef": id.ClaimRef("ns/a"),
-		"addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z", "claimedAt": "2026-12-03T10:00:00Z"}
-	for k, v := range want {
-		if a[k] != v {
-			t.Errorf("entry[%s] = %v, want %v", k, a[k], v)
+	for i, w := range want {
+		e := entries[i].(map[string]any)
+		if len(e) != len(w) {
+			t.Errorf("entry %d = %v, want exactly %v", i, e, w)
 		}
-	}
-	if old := entries[1].(map[string]any); old["name"] != "ns/old" || old["phase"] != "Hibernated" {
-		t.Errorf("older row's entry = %v", old)
+		for k, v := range w {
+			if e[k] != v {
+				t.Errorf("entry %d: %s = %v, want %v", i, k, e[k], v)
+			}
+		}
 	}
 	if pools := obj["pools"].([]any); len(pools) != 1 || pools[0].(map[string]any)["warm"] != int64(3) {
 		t.Errorf("pools = %v", obj["pools"])
@@ -93,7 +113,8 @@ func TestInventoryIsAppliedOnlyWhenChangedOrResyncDue(t *testing.T) {
 		return true, &unstructured.Unstructured{}, nil
 	})
 	clock := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	p := &InventoryPublisher{Dynamic: dyn, Sandboxd: src, Claims: fakeClaims{id: id}, Node: "n1", Resync: time.Minute,
+	table := map[string]store.Claim{"ns/a": {ID: "sb_a"}, "ns/b": {ID: "sb_b"}}
+	p := &InventoryPublisher{Dynamic: dyn, Sandboxd: src, Claims: fakeClaims{id: id, rows: table}, Node: "n1", Resync: time.Minute,
 		now: func() time.Time { return clock }}
 	publish := func(want int, what string) {
 		t.Helper()
@@ -110,15 +131,18 @@ func TestInventoryIsAppliedOnlyWhenChangedOrResyncDue(t *testing.T) {
 	src.rows = []pool.Sandbox{src.rows[1], src.rows[0]}
 	publish(1, "same rows listed in another order")
 	src.rows = append(src.rows, row("ns/c", "sb_c"))
+	table["ns/c"] = store.Claim{ID: "sb_c"}
 	publish(2, "a new VM")
 	clock = clock.Add(59 * time.Second)
 	publish(2, "unchanged, 59s after the last apply")
 	clock = clock.Add(time.Second)
 	publish(3, "unchanged, resync due")
 	src.rows = src.rows[:2]
+	delete(table, "ns/c")
 	fail = true
 	publish(3, "a failed apply")
 	fail = false
 	src.rows = append(src.rows, row("ns/c", "sb_c"))
+	table["ns/c"] = store.Claim{ID: "sb_c"}
 	publish(4, "back to the last applied object after a failed apply")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -75,6 +76,9 @@ type NodeOptions struct {
 	// only bearer tokens (TokenReview) authenticate, and the apiserver's
 	// proxied exec, port-forward, logs and stats are refused 401.
 	ClientCA []byte
+	// Health configures the checks behind the SandboxdReady and
+	// DiskPressure conditions and the sandboxd taint.
+	Health NodeHealthOptions
 }
 
 // Node is the virtual-kubelet node plus its kubelet API server.
@@ -110,6 +114,10 @@ func (n *Node) Run(ctx context.Context) error {
 
 // Ready is closed once the node is registered and marked Ready.
 func (n *Node) Ready() <-chan struct{} { return n.ctl.ready }
+
+// Checks are the node's readiness checks, for /readyz: the node registered,
+// and sandboxd answering with the token accepted.
+func (n *Node) Checks() []Check { return n.ctl.status.checks() }
 
 // NewNode builds the virtual-kubelet node around the provider.
 func NewNode(o NodeOptions, p *Provider) (*Node, error) {
@@ -148,7 +156,7 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 		}
 		overrides = append(overrides, replaceRateLimiters(o.Metrics, retryMax))
 	}
-	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides})
+	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides, health: o.Health})
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +259,7 @@ func identity(n *corev1.Node, o NodeOptions, port int32, capacity corev1.Resourc
 	n.Status.Capacity = capacity
 	n.Status.Allocatable = capacity.DeepCopy()
 	n.Status.NodeInfo.KubeletVersion = "vk-sandbox/" + o.Version
-	n.Status.NodeInfo.OperatingSystem = "linux"
-	n.Status.NodeInfo.Architecture = "amd64"
+	// The binary's own platform: the node runs where it runs.
+	n.Status.NodeInfo.OperatingSystem = runtime.GOOS
+	n.Status.NodeInfo.Architecture = runtime.GOARCH
 }

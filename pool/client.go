@@ -27,6 +27,7 @@ const (
 	VerbGet     = "get"
 	VerbInfo    = "info"
 	VerbRenew   = "renew"
+	VerbHealthz = "healthz"
 	// The interactive surfaces: a buffered command, the ports relay's
 	// upgrade, and one sandbox's resource usage.
 	VerbExec  = "exec"

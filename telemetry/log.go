@@ -15,7 +15,7 @@ import (
 // log lines of one claim can be found from its trace and vice versa. Use
 // the *Context logging methods (InfoContext, ...) for that to work.
 func NewLogger(w io.Writer, level slog.Level, json bool) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}
 	var h slog.Handler
 	if json {
 		h = slog.NewJSONHandler(w, opts)
@@ -23,6 +23,16 @@ func NewLogger(w io.Writer, level slog.Level, json bool) *slog.Logger {
 		h = slog.NewTextHandler(w, opts)
 	}
 	return slog.New(TraceHandler(h))
+}
+
+// durationText writes a time.Duration as Go writes it ("1.5s"), in JSON
+// as in text: slog's JSON handler would write integer nanoseconds, which
+// a reader has to divide in their head.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // TraceHandler wraps h so records gain trace_id and span_id from the span

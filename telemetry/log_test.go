@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLogLineCarriesTraceIDOfCtxSpan(t *testing.T) {
@@ -56,5 +57,18 @@ func TestRedactKeepsOnlyLength(t *testing.T) {
 	}
 	if Redact("") != "<redacted len=0>" {
 		t.Fatalf("Redact(\"\") = %q", Redact(""))
+	}
+}
+
+// A duration is written as Go writes it, in JSON as in text, never as
+// integer nanoseconds.
+func TestDurationsAreLoggedAsDurations(t *testing.T) {
+	for _, json := range []bool{true, false} {
+		var buf bytes.Buffer
+		NewLogger(&buf, slog.LevelInfo, json).Info("retry", "wait", 1500*time.Millisecond, "nested", slog.GroupValue(slog.Duration("d", 2*time.Second)))
+		line := buf.String()
+		if !strings.Contains(line, "1.5s") || !strings.Contains(line, "2s") || strings.Contains(line, "1500000000") {
+			t.Errorf("json=%v: %q", json, line)
+		}
 	}
 }

@@ -47,6 +47,8 @@ type config struct {
 	VKWorkers                              int
 	MetricsAddr                            string
 	LogLevel                               string
+	LogFormat                              string
+	SandboxdPingInterval                   time.Duration
 	RequeueMax                             time.Duration
 	OwnerGetTimeout                        time.Duration
 	SandboxdTimeout                        time.Duration
@@ -118,6 +120,8 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.EventBurst, "event-burst", 100, "Normal Events that may be recorded at once before --event-qps paces them")
 	fs.BoolVar(&c.Profiling, "profiling", false, "also serve Go's runtime profiles (/debug/pprof/) on --metrics-addr")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log line format: json (one object a line) or text (logfmt-style key=value)")
+	fs.DurationVar(&c.SandboxdPingInterval, "sandboxd-ping-interval", kube.DefaultSandboxdPingInterval, "how often sandboxd's /healthz and /v1/info are asked for the node's SandboxdReady condition and sandboxd-unavailable taint; the Node is written only when the verdict changes")
 	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the per-Pod retry backoff: Pods that could not be claimed (capacity miss, errors), and failed status writes and final deletes")
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
 	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
@@ -169,7 +173,8 @@ func (c *config) settle() error {
 		return fmt.Errorf("--kube-api-content-type %q: want %s or %s", c.KubeAPIContentType, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON)
 	}
 	for name, d := range map[string]time.Duration{"--publish-interval": c.PublishInterval, "--lease-check-interval": c.LeaseCheckInterval,
-		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout, "--settle-window": c.SettleWindow, "--exec-idle-timeout": c.ExecIdleTimeout} {
+		"--sandboxd-timeout": c.SandboxdTimeout, "--sandboxd-ping-interval": c.SandboxdPingInterval, "--sandboxd-claim-timeout": c.SandboxdClaimTimeout,
+		"--settle-window": c.SettleWindow, "--exec-idle-timeout": c.ExecIdleTimeout} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
 		}
@@ -191,6 +196,9 @@ func (c *config) settle() error {
 	}
 	if c.OrphanScanInterval < 0 {
 		return fmt.Errorf("--orphan-scan-interval must not be negative (0 disables)")
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		return fmt.Errorf("--log-format %q: want json or text", c.LogFormat)
 	}
 	if strings.TrimSpace(c.StatePath) == "" {
 		return fmt.Errorf("--state-path is required")

@@ -38,7 +38,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "vk-sandbox: --log-level:", err)
 		os.Exit(2)
 	}
-	log := telemetry.NewLogger(os.Stderr, level, true)
+	log := telemetry.NewLogger(os.Stderr, level, cfg.LogFormat == "json")
 	slog.SetDefault(log)
 	telemetry.InstallVirtualKubeletLogger(log)
 	telemetry.InstallKlog(log)

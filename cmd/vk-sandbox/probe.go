@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -51,8 +52,14 @@ func probeSandboxd(ctx context.Context, sbx *pool.Client, prov *kube.Provider, e
 			return nil
 		case pool.IsRetryable(err):
 			return err
+		case ctx.Err() != nil:
+			// Shutdown came before sandboxd answered: nothing was refused.
+			return backoff.Permanent(err)
+		case pool.StatusCode(err) == http.StatusUnauthorized:
+			log.Error("sandboxd refused the token (401 on /v1/info); check --sandboxd-token-file", "error", err)
+		default:
+			log.Error("sandboxd's /v1/info failed; the advertise_addr and the token's kind stay unknown", "error", err)
 		}
-		log.Error("sandboxd refused the token's /v1/info; check --sandboxd-token-file", "error", err)
 		return backoff.Permanent(err)
 	}, backoff.WithContext(bo, ctx), func(err error, wait time.Duration) {
 		log.Debug("sandboxd not answering /v1/info yet", "error", err, "retry_in", wait)

@@ -66,6 +66,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	rc.Wrap(telemetry.LogAPIServerFailures(log))
 	tel.Metrics.MeterKubeClients() // before the first client is built
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
@@ -126,6 +127,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
 		Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers, Metrics: tel.Metrics,
 		RetryMax: cfg.RequeueMax, DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
+		Health: kube.NodeHealthOptions{Sandboxd: sbx, PingInterval: cfg.SandboxdPingInterval, StateDir: filepath.Dir(cfg.StatePath), Log: log},
 	}, prov)
 	if err != nil {
 		return err
@@ -155,7 +157,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
 		}
-		h := tel.Handler(readiness(node))
+		h := tel.Handler(readiness(node.Checks, st.Health))
 		if cfg.Profiling {
 			h = telemetry.WithProfiling(h)
 		}
@@ -171,6 +173,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	log.Info("vk-sandbox starting", "node", cfg.NodeName, "sandboxd", cfg.SandboxdURL, "state", cfg.StatePath, "version", version)
 	nodeErr := make(chan error, 1)
 	go func() { nodeErr <- node.Run(ctx) }()
+	go warnUntilReady(ctx, node.Ready(), node.Checks, rc.Host, log)
 	select {
 	case err = <-nodeErr:
 		if ctx.Err() == nil {
@@ -196,17 +199,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		log.Warn("shutdown: in-flight claims did not finish in time")
 	}
 	return err
-}
-
-func readiness(n *kube.Node) func() error {
-	return func() error {
-		select {
-		case <-n.Ready():
-			return nil
-		default:
-			return errors.New("virtual node not ready yet")
-		}
-	}
 }
 
 // restConfig follows client-go's loading rules, with in-cluster config

@@ -94,11 +94,19 @@ var readyzClient = &http.Client{Transport: &http.Transport{
 }}
 
 func apiServerReady(ctx context.Context, host, token string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, host+"/readyz", nil)
+	return probeOK(ctx, host+"/readyz", token)
+}
+
+// probeOK GETs a probe URL (with token as a bearer, unless empty) and
+// fails unless it answers 200.
+func probeOK(ctx context.Context, url, token string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := readyzClient.Do(req)
 	if err != nil {
 		return err
@@ -106,7 +114,7 @@ func apiServerReady(ctx context.Context, host, token string) error {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/readyz: %d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s: %d %s", req.URL.Path, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
 }

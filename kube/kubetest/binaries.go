@@ -31,6 +31,11 @@ func Binary(ctx context.Context, name string) (string, error) {
 	return binary(ctx, name, nil)
 }
 
+// Installed returns the path of a tool already in $VK_TOOLS_BIN or
+// <repo>/bin, without building anything: for optional tools (kubectl) that
+// a test uses when present.
+func Installed(name string) (string, bool) { return findBinary(name) }
+
 func binary(ctx context.Context, name string, logf func(string, ...any)) (string, error) {
 	if p, ok := findBinary(name); ok {
 		return p, nil

@@ -101,6 +101,7 @@ func (s *Store) run() {
 			return
 		}
 		g, err := s.commit(batch)
+		s.lastCommit.Store(&err)
 		s.q.settle() // after commit applied the batch: see queue.absent
 		for i, r := range batch {
 			r.group = g

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -119,6 +120,8 @@ type Store struct {
 	compacting *compaction   // the compaction in flight, if any
 	buf        []byte        // batch buffer, reused
 	wbuf       *bufio.Writer // snapshot buffer, reused: compaction is periodic
+
+	lastCommit atomic.Pointer[error] // see Health; written by the writer only
 }
 
 // Open opens the claim store at path, creating its directory (0700) and file

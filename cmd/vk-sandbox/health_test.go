@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pool"
+)
+
+func TestLogFormatIsJSONOrText(t *testing.T) {
+	for _, f := range []string{"json", "text"} {
+		if c, err := parseFlags([]string{"--log-format=" + f}); err != nil || c.LogFormat != f {
+			t.Errorf("--log-format=%s: %v, %v", f, c, err)
+		}
+	}
+	t.Setenv("VK_LOG_FORMAT", "text")
+	if c, err := parseFlags(nil); err != nil || c.LogFormat != "text" {
+		t.Errorf("VK_LOG_FORMAT=text: %v, %v", c, err)
+	}
+	if _, err := parseFlags([]string{"--log-format=logfmt"}); err == nil || !strings.Contains(err.Error(), "--log-format") {
+		t.Errorf("--log-format=logfmt: %v", err)
+	}
+	if _, err := parseFlags([]string{"--sandboxd-ping-interval=0s"}); err == nil {
+		t.Error("--sandboxd-ping-interval=0s was accepted")
+	}
+}
+
+// The startup /v1/info probe tells a refused token from sandboxd being
+// unreachable when the process stops: only a 401 says "refused".
+func TestProbeSaysRefusedOnlyFor401(t *testing.T) {
+	probe := func(ctx context.Context, url string) string {
+		t.Helper()
+		sbx, err := pool.NewClient(pool.ClientOptions{BaseURL: url, Token: "tok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		probeSandboxd(ctx, sbx, nil, nil, "", slog.New(slog.NewTextHandler(&buf, nil)))
+		return buf.String()
+	}
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+	}))
+	defer refuse.Close()
+	if got := probe(t.Context(), refuse.URL); !strings.Contains(got, "refused the token (401") {
+		t.Errorf("401: %q", got)
+	}
+
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	stopped, cancel := context.WithCancel(t.Context())
+	cancel() // shutdown while sandboxd is down
+	if got := probe(stopped, down.URL); strings.Contains(got, "refused") || strings.Contains(got, "level=ERROR") {
+		t.Errorf("shutdown with sandboxd down: %q", got)
+	}
+}
+
+// /readyz names every check on its own line when one fails, and says only
+// "ok" when all pass.
+func TestReadinessNamesEachCheck(t *testing.T) {
+	checks := []kube.Check{{Name: "virtual node"}, {Name: "sandboxd", Err: errors.New("unreachable: dial tcp 127.0.0.1:7777: connection refused")}}
+	err := readiness(func() []kube.Check { return checks }, func() error { return nil })()
+	want := "virtual node: ok\nsandboxd: unreachable: dial tcp 127.0.0.1:7777: connection refused\nstate file: ok\nreadyz check failed"
+	if err == nil || err.Error() != want {
+		t.Errorf("readyz = %q, want %q", err, want)
+	}
+	checks[1].Err = nil
+	if err := readiness(func() []kube.Check { return checks }, func() error { return errors.New("fsync: input/output error") })(); err == nil ||
+		!strings.Contains(err.Error(), "state file: fsync: input/output error\n") {
+		t.Errorf("state file failing: %v", err)
+	}
+	if err := readiness(func() []kube.Check { return checks }, func() error { return nil })(); err != nil {
+		t.Errorf("all pass: %v", err)
+	}
+}
