@@ -163,6 +163,11 @@ func (s *inprocSandboxd) Renew(context.Context, string, string, int64) (pool.Ren
 
 func (s *inprocSandboxd) Tenant() bool { return false }
 
+// Features: a current sandboxd.
+func (s *inprocSandboxd) Features() (pool.Features, bool) {
+	return pool.Features{Token: pool.TokenRoot, Metadata: true, ClaimRefFilter: true, TokenRead: true}, true
+}
+
 func (s *inprocSandboxd) Get(_ context.Context, id string) (pool.Sandbox, error) {
 	return pool.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, pool.ErrNotFound)
 }

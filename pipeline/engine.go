@@ -38,13 +38,14 @@ type Engine struct {
 	rep    Reporter
 	owners OwnerAuthority
 
-	id     Identity
-	table  *table
-	gens   *generations
-	locks  *keyLocks
-	shards []*shard
-	seed   maphash.Seed
-	sf     singleflight.Group
+	id      Identity
+	lookups *lookup // a key's VMs by claim_ref, on every sandboxd version
+	table   *table
+	gens    *generations
+	locks   *keyLocks
+	shards  []*shard
+	seed    maphash.Seed
+	sf      singleflight.Group
 
 	ownerAddr atomic.Pointer[string] // the node's owner_addr, from the last claim answer
 	leases    leaseRetries           // per-key backoff of the lease watch
@@ -66,7 +67,8 @@ func New(cfg Config) (*Engine, error) {
 		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: Identity{Node: cfg.Node},
 		tracer: otel.Tracer(tracerName),
 		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter, owners: cfg.Owners,
-		table: newTable(cfg.Store), gens: gens, locks: newKeyLocks(), seed: maphash.MakeSeed(),
+		lookups: &lookup{sbx: cfg.Sandboxd},
+		table:   newTable(cfg.Store), gens: gens, locks: newKeyLocks(), seed: maphash.MakeSeed(),
 		verified: make(chan struct{}), listed: make(chan struct{}),
 	}
 	for i := 0; i < cfg.Shards; i++ {

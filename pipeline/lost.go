@@ -13,15 +13,19 @@ import (
 // VM is one that no local claim holds and no user was ever given.
 //
 // One that fits the intent (the same template, net and size, made for the
-// same controller owner generation) is recovered; every other one (a
-// duplicate, or a VM made for an owner generation that is gone) is
-// released, so that the key ends with exactly one VM. Without the root
-// token no credential can be fetched: a fitting VM then makes the claim
-// errUnrecoverable (never claimed over), and the others are left to their
-// lease.
+// same controller owner generation where the server keeps it) is
+// recovered; every other one (a duplicate, or a VM made for an owner
+// generation that is gone) is released, so that the key ends with exactly
+// one VM. The credential comes from a root read of the id. A server before
+// V2 answers that read without the token: the VM is then released by id
+// with the root token (which every version from V1 accepts) and the key
+// claims afresh, still one VM. Without the root token no credential can be
+// fetched and nothing released: a fitting VM makes the claim
+// errUnrecoverable (never claimed over; it is left to its lease), and the
+// others are left to their lease.
 func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse, bool, error) {
 	ref := it.Ref
-	rows, err := e.sbx.List(ctx, e.id.Selector(ref.Key))
+	rows, err := e.lookups.byClaimRef(ctx, e.id.ClaimRef(ref.Key))
 	if err != nil {
 		return pool.ClaimResponse{}, false, err
 	}
@@ -38,6 +42,17 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 			if err != nil && !errors.Is(err, pool.ErrForbidden) {
 				return pool.ClaimResponse{}, false, err
 			}
+		}
+		if full.Token == "" && !e.sbx.Tenant() && full.ID != "" {
+			// A root read without the token (sandboxd before V2): no
+			// credential to hand over, but root may release by id.
+			if err := e.releaseVM(ctx, ref.Key, full.ID, ""); err != nil {
+				return pool.ClaimResponse{}, false, err
+			}
+			e.obs.Decision(ctx, DecisionRelease, "lost-response-no-token-read")
+			e.log.InfoContext(ctx, "released a VM whose claim answer was lost: this sandboxd cannot hand its token back, so the Pod claims afresh",
+				"pod", ref.Key, "claim", row.ID)
+			continue
 		}
 		if full.Token == "" {
 			if fit {

@@ -111,6 +111,9 @@ type Sandboxd interface {
 	// Tenant reports that the token proved to be a tenant token: root-only
 	// calls (Get) are then not made at all, rather than met with 403.
 	Tenant() bool
+	// Features is what the node was found to support (pool.Client.Detect);
+	// false while unknown, when the engine assumes the oldest server.
+	Features() (pool.Features, bool)
 }
 
 // Store is the subset of *store.Store the pipeline uses.

@@ -92,8 +92,9 @@ type Client struct {
 	attempt, claimAttempt time.Duration
 	// pooled is the default transport under otelhttp (nil when the caller
 	// gave one): otelhttp.Transport has no CloseIdleConnections to forward.
-	pooled *http.Transport
-	tenant atomic.Bool // see Tenant
+	pooled   *http.Transport
+	tenant   atomic.Bool              // see Tenant
+	features atomic.Pointer[Features] // see Features
 	// agentRefused holds, per sandbox id, when its node last refused the
 	// agent upgrade (see DialAgent).
 	agentRefused sync.Map

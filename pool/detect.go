@@ -119,6 +119,22 @@ const probeID = "sb_0000000000000000"
 // A probe that cannot be answered (transport, 5xx after the retries, 401)
 // makes Detect fail: a half-known node is no better than an unknown one.
 func (c *Client) Detect(ctx context.Context) (Features, error) {
+	f, err := c.detect(ctx)
+	if err == nil {
+		c.features.Store(&f)
+	}
+	return f, err
+}
+
+// Features returns what the last successful Detect found; false before any.
+func (c *Client) Features() (Features, bool) {
+	if f := c.features.Load(); f != nil {
+		return *f, true
+	}
+	return Features{}, false
+}
+
+func (c *Client) detect(ctx context.Context) (Features, error) {
 	var f Features
 	info, err := fetch[probeInfo](ctx, c, exchange{verb: VerbDetect, method: http.MethodGet, path: "/v1/info", token: c.token, limit: bodyLimit}, nil)
 	c.learnTokenKind(err)

@@ -17,6 +17,17 @@ import (
 //   - /readyz: 200 "ok" when ready returns nil (or ready is nil), else 503
 //     with the error text.
 func (t *Telemetry) Handler(ready func() error) http.Handler {
+	if ready == nil {
+		return t.HandlerWithDetail(nil)
+	}
+	return t.HandlerWithDetail(func() (string, error) { return "", ready() })
+}
+
+// HandlerWithDetail is Handler whose readiness also reports a detail: one
+// line per check. /readyz answers 503 with the detail and the error when
+// not ready, and "ok" when ready; /readyz?verbose adds the detail to "ok",
+// as kube-apiserver's /readyz?verbose lists its checks.
+func (t *Telemetry) HandlerWithDetail(ready func() (detail string, err error)) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{
 		EnableOpenMetrics: true,
@@ -26,14 +37,20 @@ func (t *Telemetry) Handler(ready func() error) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if ready != nil {
-			if err := ready(); err != nil {
-				writeText(w, http.StatusServiceUnavailable, err.Error())
-				return
-			}
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ready == nil {
+			writeText(w, http.StatusOK, "ok")
+			return
 		}
-		writeText(w, http.StatusOK, "ok")
+		detail, err := ready()
+		switch {
+		case err != nil:
+			writeText(w, http.StatusServiceUnavailable, detail+err.Error())
+		case r.URL.Query().Has("verbose"):
+			writeText(w, http.StatusOK, detail+"ok")
+		default:
+			writeText(w, http.StatusOK, "ok")
+		}
 	})
 	return mux
 }

@@ -46,6 +46,7 @@ type Metrics struct {
 	pipelineShards     metric.Int64Gauge
 	workersPerShard    metric.Int64Gauge
 	buildInfo          metric.Int64Gauge
+	sandboxdFeature    metric.Int64Gauge
 	queueDepth         metric.Int64ObservableGauge
 	claims             metric.Int64ObservableGauge
 	kube               kubeInstruments
@@ -116,6 +117,7 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.pipelineShards = i64g("vksandbox_pipeline_shards", "{shard}", "Configured pipeline shards.")
 	m.workersPerShard = i64g("vksandbox_pipeline_workers_per_shard", "{worker}", "Configured workers per pipeline shard.")
 	m.buildInfo = i64g("vksandbox_build_info", "{build}", "Always 1; its labels are the binary's version, commit and Go version.")
+	m.sandboxdFeature = i64g("vksandbox_sandboxd_feature", "{feature}", "1 when the node's sandboxd has the feature and this node's token may use it, 0 when not; absent until detected.")
 
 	qd, err := meter.Int64ObservableGauge("vksandbox_queue_depth", metric.WithUnit("{item}"), metric.WithDescription("Pending items per pipeline shard."))
 	errs = append(errs, err)
@@ -232,6 +234,21 @@ func (m *Metrics) RegisterBuildInfo(version, commit, goVersion string) {
 	}
 	m.buildInfo.Record(context.Background(), 1, metric.WithAttributes(
 		attribute.String("version", version), attribute.String("commit", commit), attribute.String("go_version", goVersion)))
+}
+
+// SandboxdFeatures publishes vksandbox_sandboxd_feature{feature} 1 or 0
+// for each feature detected on the node's sandboxd.
+func (m *Metrics) SandboxdFeatures(has map[string]bool) {
+	if m == nil {
+		return
+	}
+	for name, ok := range has {
+		v := int64(0)
+		if ok {
+			v = 1
+		}
+		m.sandboxdFeature.Record(context.Background(), v, metric.WithAttributes(attribute.String("feature", name)))
+	}
 }
 
 // RegisterWorkers publishes the pipeline's configured shape, so queue depth

@@ -150,3 +150,15 @@ func TestBuildInfoIsExported(t *testing.T) {
 		t.Fatalf("scrape has %q, want %q", got, want)
 	}
 }
+
+// vksandbox_sandboxd_feature is 1 or 0 per detected feature.
+func TestSandboxdFeaturesAreOneOrZero(t *testing.T) {
+	tel, _ := setupInMemory(t)
+	tel.Metrics.SandboxdFeatures(map[string]bool{"renew": true, "metadata": false})
+	_, body := get(t, tel.Handler(nil), "/metrics", "")
+	for _, want := range []string{`vksandbox_sandboxd_feature{feature="renew"} 1`, `vksandbox_sandboxd_feature{feature="metadata"} 0`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %s in:\n%s", want, grepLines(body, "vksandbox_sandboxd_feature"))
+		}
+	}
+}

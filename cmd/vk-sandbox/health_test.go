@@ -62,21 +62,23 @@ func TestProbeSaysRefusedOnlyFor401(t *testing.T) {
 	}
 }
 
-// /readyz names every check on its own line when one fails, and says only
-// "ok" when all pass.
+// /readyz names every check on its own line, and the sandboxd features
+// found, when one fails; when all pass the detail is there for ?verbose.
 func TestReadinessNamesEachCheck(t *testing.T) {
 	checks := []kube.Check{{Name: "virtual node"}, {Name: "sandboxd", Err: errors.New("unreachable: dial tcp 127.0.0.1:7777: connection refused")}}
-	err := readiness(func() []kube.Check { return checks }, func() error { return nil })()
-	want := "virtual node: ok\nsandboxd: unreachable: dial tcp 127.0.0.1:7777: connection refused\nstate file: ok\nreadyz check failed"
-	if err == nil || err.Error() != want {
-		t.Errorf("readyz = %q, want %q", err, want)
+	notes := func() []string { return []string{"sandboxd features: token=root metadata=false"} }
+	ok := func() error { return nil }
+	detail, err := readiness(func() []kube.Check { return checks }, ok, notes)()
+	want := "virtual node: ok\nsandboxd: unreachable: dial tcp 127.0.0.1:7777: connection refused\nstate file: ok\nsandboxd features: token=root metadata=false\n"
+	if err == nil || detail != want {
+		t.Errorf("readyz = %q (%v), want %q and a failure", detail, err, want)
 	}
 	checks[1].Err = nil
-	if err := readiness(func() []kube.Check { return checks }, func() error { return errors.New("fsync: input/output error") })(); err == nil ||
-		!strings.Contains(err.Error(), "state file: fsync: input/output error\n") {
-		t.Errorf("state file failing: %v", err)
+	if detail, err := readiness(func() []kube.Check { return checks }, func() error { return errors.New("fsync: input/output error") }, notes)(); err == nil ||
+		!strings.Contains(detail, "state file: fsync: input/output error\n") {
+		t.Errorf("state file failing: %q, %v", detail, err)
 	}
-	if err := readiness(func() []kube.Check { return checks }, func() error { return nil })(); err != nil {
-		t.Errorf("all pass: %v", err)
+	if detail, err := readiness(func() []kube.Check { return checks }, ok, notes)(); err != nil || !strings.Contains(detail, "sandboxd features: ") {
+		t.Errorf("all pass: %q, %v", detail, err)
 	}
 }

@@ -11,8 +11,8 @@ import (
 // answering with the token accepted) and the state file's last commit.
 // When one fails, the 503 body names every check on a line of its own,
 // "name: ok" or "name: why", as the kube-apiserver's /readyz?verbose does.
-func readiness(checks func() []kube.Check, stateFile func() error) func() error {
-	return func() error {
+func readiness(checks func() []kube.Check, stateFile func() error, notes func() []string) func() (string, error) {
+	return func() (string, error) {
 		all := append(checks(), kube.Check{Name: "state file", Err: stateFile()})
 		var b strings.Builder
 		failed := false
@@ -25,10 +25,12 @@ func readiness(checks func() []kube.Check, stateFile func() error) func() error 
 				b.WriteString(": ok\n")
 			}
 		}
-		if !failed {
-			return nil
+		for _, n := range notes() {
+			b.WriteString(n + "\n")
 		}
-		b.WriteString("readyz check failed")
-		return errors.New(b.String())
+		if !failed {
+			return b.String(), nil
+		}
+		return b.String(), errors.New("readyz check failed")
 	}
 }

@@ -136,6 +136,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
 	go probeSandboxd(engCtx, sbx, prov, eng, cfg.NodeIP, log)
+	features := &featureWatch{sbx: sbx, log: log, metrics: tel.Metrics}
+	go features.run(engCtx)
 	go eng.Run(engCtx)
 	go eng.WatchLeases(engCtx, cfg.LeaseCheckInterval)
 	if cfg.ReauthorizeInterval > 0 {
@@ -157,7 +159,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
 		}
-		h := tel.Handler(readiness(node.Checks, st.Health))
+		h := tel.HandlerWithDetail(readiness(node.Checks, st.Health, features.notes))
 		if cfg.Profiling {
 			h = telemetry.WithProfiling(h)
 		}
