@@ -182,7 +182,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	if o.inventory {
-		if err := f.env.InstallCRDs(ctx, "manifests/nodeinventory-crd.yaml"); err != nil {
+		if err := f.env.InstallCRDs(ctx, "manifests/test/nodeinventory-crd.yaml"); err != nil {
 			return err
 		}
 		o.vkArgs = append([]string{"--publish-inventory"}, o.vkArgs...)

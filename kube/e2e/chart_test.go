@@ -609,7 +609,7 @@ func TestAlertsUseExportedMetrics(t *testing.T) {
 		}
 	}
 
-	if err := env.InstallCRDs(context.Background(), "../../manifests/nodeinventory-crd.yaml"); err != nil {
+	if err := env.InstallCRDs(context.Background(), "../../manifests/test/nodeinventory-crd.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	args, scrapeURL := metricsArgs(t)

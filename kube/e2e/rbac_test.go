@@ -68,7 +68,7 @@ func TestShippedClusterRoleIsEnough(t *testing.T) {
 // ServiceAccount it binds, the node's user in an installation (nodeUser).
 func shippedRoleKubeconfig(t *testing.T, cs kubernetes.Interface) string {
 	t.Helper()
-	if err := env.InstallCRDs(context.Background(), "../../manifests/nodeinventory-crd.yaml"); err != nil {
+	if err := env.InstallCRDs(context.Background(), "../../manifests/test/nodeinventory-crd.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	applyManifest(t, cs, "../../manifests/rbac.yaml")
