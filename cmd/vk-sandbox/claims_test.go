@@ -136,7 +136,7 @@ func TestClaimsSalvage(t *testing.T) {
 		t.Fatalf("salvage: rc %d: %s", rc, errOut.String())
 	}
 	report := out.String()
-	for _, want := range []string{"2 claims kept", "1 lines could not be kept", "line 3 "} {
+	for _, want := range []string{"2 claims kept", "1 lines could not be kept", "line 4 "} {
 		if !strings.Contains(report, want) {
 			t.Errorf("salvage report lacks %q:\n%s", want, report)
 		}

@@ -150,6 +150,9 @@ func (c *config) settle() error {
 	if c.OwnerGetTimeout <= 0 {
 		c.OwnerGetTimeout = kube.DefaultOwnerGetTimeout
 	}
+	if c.RequeueMax <= 0 {
+		c.RequeueMax = pipeline.Defaults.RequeueMax
+	}
 	// Every Pod the node admits must be able to hold an intent in whichever
 	// shard its UID hashes to; otherwise Pods in retry (a capacity miss)
 	// would defer new ones on a node well within its capacity.
