@@ -175,4 +175,4 @@ release-tools:
 # same -X main.version and main.stampedCommit as LDFLAGS above.
 # scripts/check-release.sh checks the result (CI runs both).
 release-snapshot: release-tools
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/goreleaser release --snapshot --clean --skip=publish
+	VK_COMMIT=$(COMMIT) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/goreleaser release --snapshot --clean --skip=publish
