@@ -25,7 +25,7 @@ TEST_FLAGS   ?=
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
-.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst bench-fleet plots clean demo demo-observability mutants
+.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst bench-fleet plots clean demo demo-observability mutants release-tools release-snapshot
 
 build:
 	$(GO) build ./...
@@ -163,3 +163,16 @@ demo-observability: tools obs-tools
 MUTANTS_FLAGS ?=
 mutants:
 	$(GO) run ./scripts/mutants $(MUTANTS_FLAGS)
+
+# goreleaser and cyclonedx-gomod (tools/release), cached like the control
+# plane; not part of make tools, so make test does not build them.
+release-tools:
+	bash scripts/build-tools.sh release
+
+# The release of .goreleaser.yaml, built locally into dist/ and never
+# published: linux amd64/arm64 archives, .deb and .rpm packages,
+# checksums.txt and a CycloneDX SBOM per archive. The binaries carry the
+# same -X main.version and main.stampedCommit as LDFLAGS above.
+# scripts/check-release.sh checks the result (CI runs both).
+release-snapshot: release-tools
+	VK_COMMIT=$(COMMIT) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/goreleaser release --snapshot --clean --skip=publish

@@ -6,7 +6,8 @@
 # controller, vk-chartcheck: Helm's renderer and Prometheus's rule parser
 # for the chart tests); arguments name tools or tools modules to build instead, e.g.
 # `build-tools.sh jaeger vk-jaegerui` for make demo-observability and
-# make test-observability.
+# make test-observability, or `build-tools.sh release` (goreleaser and
+# cyclonedx-gomod, tools/release) for make release-snapshot.
 #
 # Cache: ${VK_TOOLS_CACHE:-$HOME/.cache/vk-sandbox-tools}/<dir>-<key>/, one
 # directory per tools module, where <key> is a short sha256 of that module's
@@ -35,6 +36,8 @@ TOOLS=(
 	"vk-chartcheck  chartcheck github.com/cocoonstack/vk-sandbox/tools/chartcheck test"
 	"jaeger         jaeger github.com/jaegertracing/jaeger/cmd/jaeger extra"
 	"vk-jaegerui    jaegerui github.com/cocoonstack/vk-sandbox/tools/jaegerui extra"
+	"goreleaser     release github.com/goreleaser/goreleaser/v2 extra"
+	"cyclonedx-gomod release github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod extra"
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -109,6 +112,10 @@ ldflags_for() {
 		kminor="${kminor%%.*}"
 		printf -- '-X k8s.io/component-base/version.gitVersion=%s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=%s -X k8s.io/component-base/version.gitTreeState=clean' "$v" "$kminor"
 		;;
+	release)
+		v="$(cd "$root/tools/release" && go list -mod=mod -m -f '{{.Version}}' github.com/goreleaser/goreleaser/v2)"
+		printf -- '-X main.version=%s' "$v"
+		;;
 	jaeger)
 		v="$(cd "$root/tools/jaeger" && go list -mod=mod -m -f '{{.Version}}' github.com/jaegertracing/jaeger)"
 		printf -- '-X github.com/jaegertracing/jaeger/internal/version.latestVersion=%s' "$v"
@@ -116,7 +123,13 @@ ldflags_for() {
 	esac
 }
 
-usable() { [[ -x "$1" ]] && "$1" --version >/dev/null 2>&1; }
+# usable: the binary runs and reports its version (cyclonedx-gomod has a
+# version subcommand instead of the flag).
+usable() {
+	local arg=--version
+	[[ "$(basename "$1")" == cyclonedx-gomod ]] && arg=version
+	[[ -x "$1" ]] && "$1" "$arg" >/dev/null 2>&1
+}
 
 # GOFLAGS from the environment replaces the go env file's value, so extend
 # the effective one instead of overwriting it.

@@ -11,22 +11,58 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/duration"
+
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
-// claimsCommand is `vk-sandbox claims`: an operator's read-only view of a
-// state file. It takes no lock (a running daemon keeps its own), writes
-// nothing, and never prints a token. Damage is reported with its place.
+// claimsCommand is `vk-sandbox claims [salvage]`. The listing is an
+// operator's read-only view of a state file: it takes no lock (a running
+// daemon keeps its own), writes nothing, and never prints a token. Damage
+// is reported with its place, and a file that cannot be read is an error,
+// never an empty list. Salvage writes a new file and never the old one.
+// Flags may come before or after the word salvage.
 func claimsCommand(args []string, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("vk-sandbox claims", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	path := fs.String("state-path", envOr("VK_STATE_PATH", "/var/lib/vk-sandbox/claims.json"), "the state file to read [$VK_STATE_PATH]")
-	asJSON := fs.Bool("json", false, "print the rows as JSON (tokens redacted)")
-	if err := fs.Parse(args); err != nil {
+	asJSON := fs.Bool("json", false, "print the rows as JSON (tokens redacted); listing only")
+	dst := fs.String("out", "", "salvage only: the new state file to write; it must not exist")
+	fs.Usage = func() {
+		fmt.Fprintln(errOut, "Usage: vk-sandbox claims [--state-path PATH] [--json]")
+		fmt.Fprintln(errOut, "       vk-sandbox claims salvage [--state-path PATH] --out NEW")
+		fs.PrintDefaults()
+	}
+	words, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(errOut, "vk-sandbox claims: "+format+"\n", a...)
+		return 2
+	}
+	switch {
+	case len(words) == 1 && words[0] == "salvage":
+		if *asJSON {
+			return fail("--json is for the listing, not salvage")
+		}
+		if *dst == "" {
+			return fail("salvage needs --out, the new file to write")
+		}
+		return salvageCommand(*path, *dst, out, errOut)
+	case len(words) > 0:
+		return fail("unknown argument %q: the subcommand is salvage", words[0])
+	case *dst != "":
+		return fail("--out is for salvage")
+	}
+	// A missing file reads as an empty table to the store (it is one, for a
+	// new node); here it would say "no claims" of a file never read.
+	if _, err := os.Stat(*path); err != nil {
+		fmt.Fprintf(errOut, "vk-sandbox claims: cannot read the state file: %v (check --state-path or $VK_STATE_PATH; this says nothing about the claims of this node)\n", err)
+		return 1
 	}
 	r, err := store.Inspect(*path)
 	if err != nil {
@@ -37,6 +73,52 @@ func claimsCommand(args []string, out, errOut io.Writer) int {
 		return printClaimsJSON(out, errOut, r)
 	}
 	printClaimsTable(out, r, time.Now())
+	return 0
+}
+
+// parseInterleaved parses flags anywhere among args and returns the other
+// words in order: the standard flag package stops at the first word, and
+// would silently ignore every flag after it.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var words []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return words, nil
+		}
+		words = append(words, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// salvageCommand runs store.Salvage and prints what it kept and each line
+// it could not keep, by place, key and sandbox ID: never a token.
+func salvageCommand(src, dst string, out, errOut io.Writer) int {
+	rep, err := store.Salvage(src, dst, store.Options{})
+	if err != nil {
+		fmt.Fprintf(errOut, "vk-sandbox claims salvage: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(out, "%s: %d claims kept from %d records of %s (format version %d); %s was not changed\n",
+		dst, rep.Kept, rep.Records, src, rep.Version, src)
+	if len(rep.Lost) == 0 {
+		fmt.Fprintln(out, "every line was kept")
+		return 0
+	}
+	fmt.Fprintf(out, "%d lines could not be kept:\n", len(rep.Lost))
+	for _, l := range rep.Lost {
+		fmt.Fprintf(out, "  line %d (byte offset %d): %s", l.Line, l.Offset, l.Reason)
+		if l.Key != "" {
+			fmt.Fprintf(out, " [key %s", l.Key)
+			if l.ID != "" {
+				fmt.Fprintf(out, ", sandbox %s", l.ID)
+			}
+			fmt.Fprint(out, "]")
+		}
+		fmt.Fprintln(out)
+	}
 	return 0
 }
 
@@ -105,7 +187,7 @@ func printClaimsTable(out io.Writer, r store.Report, now time.Time) {
 		}
 		age := "-"
 		if !c.ClaimedAt.IsZero() {
-			age = now.Sub(c.ClaimedAt).Round(time.Second).String()
+			age = duration.HumanDuration(now.Sub(c.ClaimedAt))
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, c.ID, c.PodUID, owner, c.Deadline.UTC().Format(time.RFC3339), age)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,137 @@ func TestClaimsListsRowsReadOnlyWithoutTokens(t *testing.T) {
 	errOut.Reset()
 	if rc := claimsCommand([]string{"--state-path", bad}, &out, &errOut); rc != 1 || !strings.Contains(errOut.String(), bad) {
 		t.Fatalf("damaged file: rc %d, %q; want 1 and the file named", rc, errOut.String())
+	}
+}
+
+// A state file that cannot be read is an error (exit 1, the path named),
+// never "0 claims": an operator deletes state on the word of an empty list.
+func TestClaimsFailsOnAMissingOrUnreadablePath(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nonexistent", "claims.json")
+	for name, path := range map[string]string{"missing": missing, "a directory": dir} {
+		var out, errOut bytes.Buffer
+		rc := claimsCommand([]string{"--state-path", path}, &out, &errOut)
+		if rc != 1 || !strings.Contains(errOut.String(), path) || strings.Contains(out.String(), "0 claims") {
+			t.Errorf("%s: rc %d, stdout %q, stderr %q; want 1, the path named, no listing", name, rc, out.String(), errOut.String())
+		}
+	}
+}
+
+// Words are checked and flags work on either side of them: a flag after
+// an unknown word used to be ignored.
+func TestClaimsArguments(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		rc   int
+		want string
+	}{
+		{[]string{"extra", "--state-path", dir}, 2, `unknown argument "extra"`},
+		{[]string{"salvage", "--state-path", dir}, 2, "needs --out"},
+		{[]string{"--out", "x", "--state-path", dir}, 2, "--out is for salvage"},
+		{[]string{"salvage", "--json", "--out", "x"}, 2, "--json is for the listing"},
+		{[]string{"--no-such-flag"}, 2, "no-such-flag"},
+	} {
+		var out, errOut bytes.Buffer
+		if rc := claimsCommand(tc.args, &out, &errOut); rc != tc.rc || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("claims %q: rc %d, %q; want %d and %q", tc.args, rc, errOut.String(), tc.rc, tc.want)
+		}
+	}
+}
+
+// `vk-sandbox claims salvage` writes the records that verify to a new
+// file that the store opens, lists the damaged line without its token,
+// leaves the source alone, and refuses to overwrite.
+func TestClaimsSalvage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "claims.json")
+	s, err := store.Open(path, store.Options{UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	const secret = "sandbox-token-do-not-print-0000"
+	for _, k := range []string{"ns/a", "ns/b", "ns/c"} {
+		if err := s.Put(context.Background(), k, store.Claim{ID: "sb-" + k, Token: secret + k, PodUID: "u", ClaimedAt: now, Deadline: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	data, _ := os.ReadFile(path)
+	data[bytes.Index(data, []byte(secret+"ns/b"))] ^= 0x20
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if rc := claimsCommand([]string{"--state-path", path}, &out, &errOut); rc != 1 || !strings.Contains(errOut.String(), "claims salvage") {
+		t.Fatalf("listing a damaged file: rc %d, %q; want 1 and the salvage hint", rc, errOut.String())
+	}
+	dst := filepath.Join(t.TempDir(), "claims.json")
+	out.Reset()
+	// Flags after the word.
+	if rc := claimsCommand([]string{"salvage", "--state-path", path, "--out", dst}, &out, &errOut); rc != 0 {
+		t.Fatalf("salvage: rc %d: %s", rc, errOut.String())
+	}
+	report := out.String()
+	for _, want := range []string{"2 claims kept", "1 lines could not be kept", "line 4 "} {
+		if !strings.Contains(report, want) {
+			t.Errorf("salvage report lacks %q:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, secret) {
+		t.Fatal("salvage printed a token")
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, data) {
+		t.Error("salvage changed its source")
+	}
+	out.Reset()
+	if rc := claimsCommand([]string{"--state-path", dst}, &out, &errOut); rc != 0 || !strings.Contains(out.String(), "2 claims; format version 2") {
+		t.Errorf("the salvaged file: rc %d, %s", rc, out.String())
+	}
+	errOut.Reset()
+	// Flags before the word; the new file exists now.
+	if rc := claimsCommand([]string{"--state-path", path, "--out", dst, "salvage"}, &out, &errOut); rc != 1 || !strings.Contains(errOut.String(), "exists") {
+		t.Errorf("salvage onto an existing file: rc %d, %q; want 1", rc, errOut.String())
+	}
+}
+
+// AGE reads like kubectl's.
+func TestClaimsAgeLikeKubectl(t *testing.T) {
+	now := time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)
+	for age, want := range map[time.Duration]string{
+		5*time.Minute + 3*time.Second: "5m3s",
+		3 * time.Hour:                 "3h",
+		2 * 24 * time.Hour:            "2d",
+	} {
+		var out bytes.Buffer
+		printClaimsTable(&out, store.Report{Version: 2, Rows: map[string]store.Claim{"ns/a": {ID: "sb", ClaimedAt: now.Add(-age)}}}, now)
+		if !regexp.MustCompile(`\s` + want + `\n`).MatchString(out.String()) {
+			t.Errorf("age %s: want %s in\n%s", age, want, out.String())
+		}
+	}
+}
+
+// `vk-sandbox help` and --help list every command; the daemon refuses a
+// word it does not know instead of starting.
+func TestHelpListsEveryCommand(t *testing.T) {
+	var out bytes.Buffer
+	if rc, done := command([]string{"help"}, &out, &out); rc != 0 || !done {
+		t.Fatalf("help: rc %d, handled %v", rc, done)
+	}
+	for _, c := range commands {
+		if !strings.Contains(out.String(), "  "+c.name+" ") {
+			t.Errorf("help lacks the command %q:\n%s", c.name, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "--state-path") {
+		t.Error("help lacks the daemon's flags")
+	}
+	if _, done := command([]string{"--node-name", "x"}, &out, &out); done {
+		t.Error("a flag was taken for a command")
+	}
+	for _, args := range [][]string{{"helpp"}, {"--node-name", "x", "extra"}} {
+		if _, err := parseFlags(args); err == nil || !strings.Contains(err.Error(), "unknown command or argument") {
+			t.Errorf("daemon %q: %v, want an unknown-word error", args, err)
+		}
 	}
 }

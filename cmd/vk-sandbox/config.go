@@ -81,6 +81,9 @@ func parseFlags(args []string) (*config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unknown command or argument %q: the commands are %s, and the daemon takes flags only", fs.Arg(0), commandNames)
+	}
 	return c, c.settle()
 }
 
@@ -152,6 +155,12 @@ func (c *config) settle() error {
 	}
 	if c.NodePods <= 0 {
 		c.NodePods = 2000
+	}
+	if c.OwnerGetTimeout <= 0 {
+		c.OwnerGetTimeout = kube.DefaultOwnerGetTimeout
+	}
+	if c.RequeueMax <= 0 {
+		c.RequeueMax = pipeline.Defaults.RequeueMax
 	}
 	// Every Pod the node admits must be able to hold an intent in whichever
 	// shard its UID hashes to; otherwise Pods in retry (a capacity miss)

@@ -55,9 +55,32 @@ func newFlagSet() *flag.FlagSet {
 	return fs
 }
 
-// usage writes every flag with its variable and default.
+// commands are the words that may start the command line; with none the
+// daemon runs. TestHelpListsEveryCommand keeps this list and usage true.
+var commands = []struct{ name, summary string }{
+	{"claims", "list the claims of a state file, read-only (vk-sandbox claims --help)"},
+	{"claims salvage", "copy every record of a damaged state file that verifies into a new file"},
+	{"help", "print this help"},
+}
+
+var commandNames = func() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}()
+
+// usage writes the commands, then every flag of the daemon with its
+// variable and default.
 func usage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintln(w, "Usage: vk-sandbox [flags]")
+	fmt.Fprintln(w, "Usage: vk-sandbox [flags]         run the virtual node")
+	fmt.Fprintln(w, "       vk-sandbox <command> [flags]")
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "Flags of the daemon:")
 	fmt.Fprintln(w, "Every flag but --kubeconfig and --version can also be set by the environment variable shown; the flag wins.")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := ""
@@ -70,6 +93,13 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintf(w, "  --%s%s%s\n      %s\n", f.Name, env, def, f.Usage)
 	})
+}
+
+// printUsage writes the commands and the daemon's flags to w.
+func printUsage(w io.Writer) {
+	fs := newFlagSet()
+	defineFlags(fs, &config{})
+	usage(w, fs)
 }
 
 // versionLine is the version, commit and Go version.
@@ -105,9 +135,7 @@ func buildInfo() (v, commit, goVersion string) {
 // -h/--help it prints the usage and exits 0.
 func exitOnFlagError(err error) {
 	if err == flag.ErrHelp {
-		fs := newFlagSet()
-		defineFlags(fs, &config{})
-		usage(os.Stdout, fs)
+		printUsage(os.Stdout)
 		os.Exit(0)
 	}
 	fmt.Fprintf(os.Stderr, "vk-sandbox: %v\nRun 'vk-sandbox --help' for the flags.\n", err)

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -22,8 +23,8 @@ var (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "claims" {
-		os.Exit(claimsCommand(os.Args[2:], os.Stdout, os.Stderr))
+	if code, done := command(os.Args[1:], os.Stdout, os.Stderr); done {
+		os.Exit(code)
 	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
@@ -52,4 +53,21 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("vk-sandbox stopped cleanly")
+}
+
+// command runs the command its first word names (see commands), if any.
+// With none, the daemon runs, and it takes flags only: parseFlags refuses
+// any other word.
+func command(args []string, out, errOut io.Writer) (code int, done bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "claims":
+		return claimsCommand(args[1:], out, errOut), true
+	case "help":
+		printUsage(out)
+		return 0, true
+	}
+	return 0, false
 }

@@ -188,8 +188,7 @@ func toTyped(t *testing.T, o *unstructured.Unstructured, into any) {
 
 // TestHelmChartAppliesToAPIServer renders the chart with its defaults and
 // with every value set (testdata/chart-values-all.yaml), and applies each
-// rendering to the real apiserver: the NodeInventory CRD from crds/, then
-// every object with server-side apply (the ServiceMonitor and
+// rendering to the real apiserver (the chart ships no CRD): every object with server-side apply (the ServiceMonitor and
 // PrometheusRule kinds come from testdata/monitoring-crds). Each rendering
 // must carry the hardening of docs/install.md, grant exactly the rules of
 // manifests/rbac.yaml, and name the objects it is given; the
@@ -265,6 +264,85 @@ func TestHelmChartAppliesToAPIServer(t *testing.T) {
 			t.Errorf("render with serviceMonitor and no authProxy: err=%v, want the chart's refusal", err)
 		}
 	})
+}
+
+// chartAppVersion is the appVersion of charts/vk-sandbox/Chart.yaml.
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(chartDir + "/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^appVersion: "?([^"\s]+)"?$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("Chart.yaml has no appVersion")
+	}
+	return string(m[1])
+}
+
+// releasedImage is the image the chart and the manifest run by default.
+const releasedImage = "ghcr.io/cocoonstack/vk-sandbox"
+
+// A render with nothing set runs the released image at the chart's
+// appVersion, and makes the state directory 0700 before vk-sandbox
+// starts; values.schema.json refuses a value of the wrong type or name.
+func TestHelmChartDefaultsInstallAsTheyAre(t *testing.T) {
+	bin := chartcheck(t)
+	var ds appsv1.DaemonSet
+	toTyped(t, find(t, renderChart(t, bin, "vk-sandbox", "vk-sandbox"), "DaemonSet")[0], &ds)
+	pod := ds.Spec.Template.Spec
+	if want := releasedImage + ":" + chartAppVersion(t); pod.Containers[0].Image != want {
+		t.Errorf("default image %q, want %q", pod.Containers[0].Image, want)
+	}
+	checkStateDirInit(t, "chart defaults", &ds)
+
+	toTyped(t, find(t, renderChart(t, bin, "vk-sandbox", "vk-sandbox", "-set", "image.tag=1.2.3"), "DaemonSet")[0], &ds)
+	if want := releasedImage + ":1.2.3"; ds.Spec.Template.Spec.Containers[0].Image != want {
+		t.Errorf("image with a tag set: %q, want %q", ds.Spec.Template.Spec.Containers[0].Image, want)
+	}
+	toTyped(t, find(t, renderChart(t, bin, "vk-sandbox", "vk-sandbox", "-set", "stateDirInit.enabled=false"), "DaemonSet")[0], &ds)
+	if n := len(ds.Spec.Template.Spec.InitContainers); n != 0 {
+		t.Errorf("stateDirInit.enabled=false renders %d init containers", n)
+	}
+
+	for _, c := range []struct{ set, want string }{
+		{"logLevel=verbose", "logLevel"},
+		{"node.kubeletPort=70000", "kubeletPort"},
+		{"imge.tag=1.0", "imge"},
+		{"image.repository=", "repository"},
+		{"stateDir=relative/dir", "stateDir"},
+	} {
+		_, err := runChartcheck(bin, "render", "-set", c.set, chartDir)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("render with %s: err=%v, want a refusal naming %s", c.set, err, c.want)
+		}
+	}
+}
+
+// checkStateDirInit: an init container makes the directory vk-sandbox
+// keeps its state file in 0700, on the same volume.
+func checkStateDirInit(t *testing.T, what string, ds *appsv1.DaemonSet) {
+	t.Helper()
+	pod := ds.Spec.Template.Spec
+	mountOf := func(mounts []corev1.VolumeMount) string {
+		for _, m := range mounts {
+			if m.Name == "state" {
+				return m.MountPath
+			}
+		}
+		return ""
+	}
+	dir := mountOf(pod.Containers[0].VolumeMounts)
+	if len(pod.InitContainers) != 1 || dir == "" {
+		t.Fatalf("%s: %d init containers, state mounted at %q; want one that prepares it", what, len(pod.InitContainers), dir)
+	}
+	ic := pod.InitContainers[0]
+	if !slices.Equal(ic.Command, []string{"chmod", "0700", dir}) || mountOf(ic.VolumeMounts) != dir {
+		t.Errorf("%s: init container %s runs %q with the state volume at %q; want chmod 0700 %s", what, ic.Name, ic.Command, mountOf(ic.VolumeMounts), dir)
+	}
+	if sc := ic.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("%s: init container %s does not run as root, the hostPath's owner", what, ic.Name)
+	}
 }
 
 // TestHelmChartLints runs `helm lint --strict` (Helm's own lint action)
@@ -361,7 +439,7 @@ func checkHardenedDaemonSet(t *testing.T, what string, ds *appsv1.DaemonSet) {
 	if sc := pod.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("%s: the Pod has no RuntimeDefault seccomp profile", what)
 	}
-	for _, c := range pod.Containers {
+	for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
 		sc := c.SecurityContext
 		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 			sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
@@ -408,6 +486,10 @@ func TestDaemonSetManifestHardened(t *testing.T) {
 	var ds appsv1.DaemonSet
 	toTyped(t, objs[0], &ds)
 	checkHardenedDaemonSet(t, shippedDaemon, &ds)
+	checkStateDirInit(t, shippedDaemon, &ds)
+	if want := releasedImage + ":" + chartAppVersion(t); ds.Spec.Template.Spec.Containers[0].Image != want {
+		t.Errorf("%s runs %q, want the chart's default %q", shippedDaemon, ds.Spec.Template.Spec.Containers[0].Image, want)
+	}
 	ds.Namespace = newNamespace(t)
 	cs, _ := clients(t)
 	if _, err := cs.AppsV1().DaemonSets(ds.Namespace).Create(context.Background(), &ds, metav1.CreateOptions{

@@ -24,7 +24,7 @@ type CorruptError struct {
 
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("store: %s: corrupt at line %d (byte offset %d): %s; "+
-		"refusing to start: this file is the only authority to release this node's VMs, so inspect and repair or move it by hand",
+		"refusing to start: this file is the only authority to release this node's VMs; keep it, and write the records that verify to a new file with vk-sandbox claims salvage (docs/state-file.md)",
 		e.Path, e.Line, e.Offset, e.Reason)
 }
 

@@ -49,3 +49,9 @@ manifests/rbac.yaml: the chart grants exactly what the plain manifests do.
 {{- fail (printf "files/rbac.yaml has no %s" $kind) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The vk-sandbox image: repository:tag, the tag defaulting to the
+chart's appVersion. */}}
+{{- define "vk-sandbox.image" -}}
+{{- printf "%s:%s" (required "image.repository is required" .Values.image.repository) (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
