@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -20,6 +21,7 @@ import (
 // always wins over the environment (the configuration rules (docs/configuration.md)).
 type config struct {
 	NodeName, NodeIP, ListenAddr string
+	PodIPFallback                string
 	TLSCert, TLSKey              string
 	ClientCAFile                 string
 	NodeCPU, NodeMemory          string
@@ -91,6 +93,7 @@ func parseFlags(args []string) (*config, error) {
 func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.NodeName, "node-name", pipeline.Defaults.Node, "virtual node name")
 	fs.StringVar(&c.NodeIP, "node-ip", "", "node InternalIP address")
+	fs.StringVar(&c.PodIPFallback, "pod-ip-fallback", podIPFallbackAuto, "Pod IP of a claim whose owner_addr has no IP: auto (--node-ip, else sandboxd's advertise_addr, else the host's primary address), off, or an IP")
 	fs.StringVar(&c.ListenAddr, "listen-addr", kube.DefaultNodeOptions.ListenAddr, "kubelet API listen address; its port is advertised as the kubelet endpoint")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "kubelet serving certificate (empty: self-signed P-256)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "kubelet serving key")
@@ -208,6 +211,9 @@ func (c *config) settle() error {
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return fmt.Errorf("--log-format %q: want json or text", c.LogFormat)
+	}
+	if _, _, err := podIPFallback(c.PodIPFallback, c.NodeIP, func() ([]net.Addr, error) { return nil, nil }); err != nil {
+		return err
 	}
 	if strings.TrimSpace(c.StatePath) == "" {
 		return fmt.Errorf("--state-path is required")

@@ -42,7 +42,7 @@ func TestProbeSaysRefusedOnlyFor401(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		probeSandboxd(ctx, sbx, nil, nil, "", slog.New(slog.NewTextHandler(&buf, nil)))
+		probeSandboxd(ctx, sbx, nil, nil, "off", "", slog.New(slog.NewTextHandler(&buf, nil)))
 		return buf.String()
 	}
 	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

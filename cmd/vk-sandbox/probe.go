@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -26,8 +26,9 @@ import (
 //
 // It retries with backoff while sandboxd is unreachable, and gives up on an
 // answer that will not change (401, or any other 4xx).
-func probeSandboxd(ctx context.Context, sbx *pool.Client, prov *kube.Provider, eng *pipeline.Engine, nodeIP string, log *slog.Logger) {
-	if ip, err := netip.ParseAddr(nodeIP); err == nil {
+func probeSandboxd(ctx context.Context, sbx *pool.Client, prov *kube.Provider, eng *pipeline.Engine, fallback string, nodeIP string, log *slog.Logger) {
+	ip, fixed, _ := podIPFallback(fallback, nodeIP, net.InterfaceAddrs) // checked at startup
+	if prov != nil && ip.IsValid() {
 		prov.SetPodIPFallback(ip)
 	}
 	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(200*time.Millisecond),
@@ -37,8 +38,7 @@ func probeSandboxd(ctx context.Context, sbx *pool.Client, prov *kube.Provider, e
 		switch {
 		case err == nil:
 			eng.NoteOwnerAddr(info.AdvertiseAddr)
-			ip, ok := pool.OwnerIP(info.AdvertiseAddr)
-			if ok && nodeIP == "" {
+			if ip, ok := pool.OwnerIP(info.AdvertiseAddr); ok && !fixed && prov != nil {
 				prov.SetPodIPFallback(ip)
 			}
 			log.Info("sandboxd answered with the root token", "advertise_addr", info.AdvertiseAddr)

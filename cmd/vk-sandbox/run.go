@@ -135,7 +135,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
-	go probeSandboxd(engCtx, sbx, prov, eng, cfg.NodeIP, log)
+	go probeSandboxd(engCtx, sbx, prov, eng, cfg.PodIPFallback, cfg.NodeIP, log)
 	features := &featureWatch{sbx: sbx, log: log, metrics: tel.Metrics}
 	go features.run(engCtx)
 	go eng.Run(engCtx)
