@@ -46,7 +46,9 @@ for arch in amd64 arm64; do
 	tar -xzf "$a" -C "$scratch/$arch" vk-sandbox
 	info="$(go version -m "$scratch/$arch/vk-sandbox")"
 	grep -q "GOARCH=$arch" <<<"$info" || fail "$a: the binary is not built for $arch"
-	if [[ -n "$commit" ]] && ! grep -q "main.stampedCommit=$commit" <<<"$info"; then
+	# -trimpath builds record no -ldflags in the build info, so the stamp
+	# is looked for in the binary itself (an -X value is a plain string).
+	if [[ -n "$commit" ]] && ! grep -qaF "$commit" "$scratch/$arch/vk-sandbox"; then
 		fail "$a: the binary is not stamped with commit $commit"
 	fi
 	if [[ "$arch" == "$(go env GOARCH)" ]]; then
