@@ -27,7 +27,6 @@ const (
 	AnnPodUID = "sandbox.cocoonstack.io/pod-uid"
 
 	RuntimeSandboxd = "sandboxd"
-	DefaultTTL      = 86400
 )
 
 // AnnotationError is a Pod that cannot become a claim as written. It is an
@@ -53,7 +52,10 @@ func (e *AnnotationError) Error() string {
 // ParseClaimSpec reads the sandbox annotations of one Pod.
 //   - runtime: absent or "sandboxd"; anything else fails.
 //   - template: required.
-//   - ttl-seconds: absent means 86400; "0" means the sandboxd default; a
+//   - ttl-seconds: absent means as long as the Pod lives (the owning
+//     Sandbox's delete, and only that, ends the VM): the lease is renewed
+//     ahead of each grant (pipeline.TTLWhilePodLives); "0" means the
+//     sandboxd default; a positive value is a cap the Pod's author chose; a
 //     negative or non-integer value fails.
 func ParseClaimSpec(key string, ann map[string]string) (pipeline.ClaimSpec, error) {
 	fail := func(a, v, why string) (pipeline.ClaimSpec, error) {
@@ -70,7 +72,7 @@ func ParseClaimSpec(key string, ann map[string]string) (pipeline.ClaimSpec, erro
 		Template:   tmpl,
 		Net:        strings.TrimSpace(ann[AnnNet]),
 		Size:       strings.TrimSpace(ann[AnnSize]),
-		TTLSeconds: DefaultTTL,
+		TTLSeconds: pipeline.TTLWhilePodLives,
 	}
 	if v, ok := ann[AnnTTL]; ok {
 		ttl, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
 func TestAnnotationContract(t *testing.T) {
@@ -13,10 +15,10 @@ func TestAnnotationContract(t *testing.T) {
 		ann  map[string]string
 		want int64
 	}{
-		"ttl absent means a day":        {map[string]string{AnnTemplate: "py"}, 86400},
-		"explicit zero: sandboxd picks": {map[string]string{AnnTemplate: "py", AnnTTL: "0"}, 0},
-		"explicit ttl":                  {map[string]string{AnnTemplate: "py", AnnTTL: " 600 "}, 600},
-		"runtime sandboxd":              {map[string]string{AnnTemplate: "py", AnnRuntime: "sandboxd"}, 86400},
+		"ttl absent means while the Pod lives": {map[string]string{AnnTemplate: "py"}, pipeline.TTLWhilePodLives},
+		"explicit zero: sandboxd picks":        {map[string]string{AnnTemplate: "py", AnnTTL: "0"}, 0},
+		"explicit ttl":                         {map[string]string{AnnTemplate: "py", AnnTTL: " 600 "}, 600},
+		"runtime sandboxd":                     {map[string]string{AnnTemplate: "py", AnnRuntime: "sandboxd"}, pipeline.TTLWhilePodLives},
 	}
 	for name, c := range ok {
 		spec, err := ParseClaimSpec("ns/p", c.ann)

@@ -289,7 +289,7 @@ func (e *Engine) persist(ctx context.Context, ref PodRef, c store.Claim) (txResu
 func (e *Engine) claimAtSandboxd(ctx context.Context, it Intent) (pool.ClaimResponse, error) {
 	req := pool.ClaimRequest{
 		Template: it.Spec.Template, Net: it.Spec.Net, Size: it.Spec.Size,
-		TTLSeconds: it.Spec.TTLSeconds, ClaimRef: e.id.ClaimRef(it.Ref.Key), Metadata: e.id.Labels(it.Ref),
+		TTLSeconds: grantAsked(it.Spec.TTLSeconds), ClaimRef: e.id.ClaimRef(it.Ref.Key), Metadata: e.id.Labels(it.Ref),
 		// The VM is wanted on this node: a meshed node then clones or
 		// cold-boots locally instead of naming a peer.
 		NoRedirect: true,
@@ -363,6 +363,7 @@ func (e *Engine) publishRunning(ctx context.Context, it Intent, c store.Claim, a
 	ref := it.Ref
 	e.table.setLifetime(ref.Key, it.Spec.TTLSeconds)
 	e.table.attach(ref.Key) // a live Pod holds the claim again
+	e.warnIfNotRenewable(ctx, ref, c)
 	sctx, span := e.tracer.Start(ctx, "status.push", trace.WithAttributes(
 		attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.adopted", adopted)))
 	e.rep.Running(sctx, ref, viewOf(c, StateDurable), adopted)

@@ -77,15 +77,51 @@ func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
 	}
 }
 
-// lifetimeEnd is when the lifetime that key's Pod asked for ends, or false
-// when the Pod asked for the node's default (ttl-seconds 0) or is not known
-// yet.
+// lifetimeEnd is when the lifetime that key's Pod asked for ends (never,
+// for TTLWhilePodLives), or false when the Pod asked for the node's
+// default (ttl-seconds 0) or is not known yet.
 func (e *Engine) lifetimeEnd(key string, c store.Claim) (time.Time, bool) {
 	ttl, ok := e.table.lifetimeOf(key)
-	if !ok || ttl <= 0 {
+	switch {
+	case !ok || ttl == 0:
 		return time.Time{}, false
+	case ttl == TTLWhilePodLives:
+		return endOfTime, true
 	}
 	return c.ClaimedAt.Add(time.Duration(ttl) * time.Second), true
+}
+
+// canRenew: the node has the renew verb, or its features are not known
+// yet (a renew then answers for itself).
+func (e *Engine) canRenew() bool {
+	f, ok := e.sbx.Features()
+	return !ok || f.Renew
+}
+
+// ReasonLeaseNotRenewable is the Warning on a Pod that asked to live past
+// its grant on a sandboxd without the renew verb (before V2).
+const ReasonLeaseNotRenewable = "SandboxLeaseNotRenewable"
+
+// warnIfNotRenewable raises ReasonLeaseNotRenewable for a Pod whose asked-for
+// lifetime outlasts its grant on a node that cannot renew.
+func (e *Engine) warnIfNotRenewable(ctx context.Context, ref PodRef, c store.Claim) {
+	if end, ok := e.lifetimeEnd(ref.Key, c); ok && c.Deadline.Before(end.Add(-time.Second)) && !e.canRenew() {
+		e.rep.Warning(ctx, ref, ReasonLeaseNotRenewable, fmt.Sprintf(
+			"%s: this sandboxd cannot renew leases (it has no renew verb), so VM %s ends at its grant, %s, not when the Pod asked",
+			ref.Key, c.ID, c.Deadline.UTC().Format(time.RFC3339)))
+	}
+}
+
+// endOfTime is the lifetime end of a Pod that asked for no end.
+var endOfTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// grantAsked is the ttl_seconds a claim or renewal asks for, for a Pod that
+// wants ttl more seconds: the node's cap for a Pod without an end.
+func grantAsked(ttl int64) int64 {
+	if ttl == TTLWhilePodLives || ttl > maxGrantSeconds {
+		return maxGrantSeconds
+	}
+	return ttl
 }
 
 // renewDue: the grant ends before the asked-for lifetime, and the deadline
@@ -93,7 +129,7 @@ func (e *Engine) lifetimeEnd(key string, c store.Claim) (time.Time, bool) {
 func (e *Engine) renewDue(key string, c store.Claim, now time.Time) bool {
 	end, ok := e.lifetimeEnd(key, c)
 	// A grant within a second of the end is the end: deadlines are truncated.
-	if !ok || !c.Deadline.Before(end.Add(-time.Second)) {
+	if !ok || !c.Deadline.Before(end.Add(-time.Second)) || !e.canRenew() {
 		return false
 	}
 	return !now.Before(c.Deadline.Add(-e.leases.lead(c)))
@@ -112,7 +148,7 @@ func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
 		return
 	}
 	ref := PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID, Owner: c.Owner}
-	ttl := int64(end.Sub(now).Round(time.Second) / time.Second)
+	ttl := grantAsked(int64(end.Sub(now).Round(time.Second) / time.Second))
 	resp, err := e.sbx.Renew(ctx, c.ID, c.Token, ttl)
 	if err == nil && !resp.Deadline.Equal(c.Deadline) {
 		// The grant is authoritative, even one that does not extend the

@@ -24,10 +24,20 @@ type ClaimSpec struct {
 	Net      string
 	Size     string
 	// TTLSeconds is the lifetime the Pod asks for; 0 means the sandboxd
-	// default. The node may grant less per claim (it caps a lease at 24 h):
-	// the lease watch then renews until this lifetime is reached.
+	// default, TTLWhilePodLives no end. The node may grant less per claim
+	// (it caps a lease at 24 h): the lease watch then renews until this
+	// lifetime is reached, or for ever.
 	TTLSeconds int64
 }
+
+// TTLWhilePodLives is the lifetime of a Pod that names none: its VM is
+// renewed ahead of each grant for as long as its claim is held, and ends
+// only with a release (its owner's delete). maxGrantSeconds is asked for
+// each time; the node grants at most its cap (24 h).
+const (
+	TTLWhilePodLives int64 = -1
+	maxGrantSeconds  int64 = 24 * 60 * 60
+)
 
 // Intent is the newest desired state for one Pod UID.
 type Intent struct {

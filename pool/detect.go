@@ -136,8 +136,12 @@ func (c *Client) Features() (Features, bool) {
 
 func (c *Client) detect(ctx context.Context) (Features, error) {
 	var f Features
-	info, err := fetch[probeInfo](ctx, c, exchange{verb: VerbDetect, method: http.MethodGet, path: "/v1/info", token: c.token, limit: bodyLimit}, nil)
-	c.learnTokenKind(err)
+	var info probeInfo
+	err := ErrForbidden // a token known to be a tenant's does not ask a root-only surface again
+	if !c.Tenant() {
+		info, err = fetch[probeInfo](ctx, c, exchange{verb: VerbDetect, method: http.MethodGet, path: "/v1/info", token: c.token, limit: bodyLimit}, nil)
+		c.learnTokenKind(err)
+	}
 	switch {
 	case err == nil:
 		f.Token = TokenRoot

@@ -207,13 +207,13 @@ func TestHelmChartAppliesToAPIServer(t *testing.T) {
 	}{
 		{
 			name: "defaults", release: "vk-sandbox-defaults",
-			wantKinds:  []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DaemonSet", "Role", "RoleBinding", "ServiceAccount"},
+			wantKinds:  []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "Role", "RoleBinding", "ServiceAccount"},
 			containers: []string{"vk-sandbox"},
 			secret:     "vk-sandbox-sandboxd-token", sa: "vk-sandbox-defaults",
 		},
 		{
 			name: "all-options", release: "vk-sandbox-all", args: []string{"-f", chartAllValues},
-			wantKinds:  []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "DaemonSet", "PrometheusRule", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceMonitor"},
+			wantKinds:  []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "PrometheusRule", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceMonitor"},
 			containers: []string{"vk-sandbox", "kube-rbac-proxy"},
 			secret:     "sandboxd-root-token", sa: "vk-sandbox-node",
 		},

@@ -47,7 +47,13 @@ type kubectlNode struct {
 	sandbox  pool.Sandbox // box's VM, token included
 	echoAddr string
 	direct   *pool.Client // straight to the emulator, for baselines
+	base     map[string]int64
 }
+
+// counter is the emulator's verb counter since the node detected its
+// sandboxd's features: Detect's probes (an exec and an agent relay of an
+// unknown id) are not the test's requests.
+func (k *kubectlNode) counter(name string) int64 { return k.vkNode.counter(name) - k.base[name] }
 
 // proxyable reports whether the apiserver's node proxy (nodes/proxy: stats,
 // metrics) may dial the node: it refuses loopback and link-local addresses,
@@ -71,7 +77,10 @@ func startKubectlNodeWith(t *testing.T, cfg sim.Config) *kubectlNode {
 	ns := newNamespace(t)
 	createPod(t, sandboxPod(ns, "box", n.Name))
 	waitRunning(t, ns, "box")
-	k := &kubectlNode{vkNode: n, ns: ns, pod: "box", ip: ip, echoAddr: echoAddr}
+	testkit.WaitForCtx(t, waitFor, "sandboxd's features detected", func(context.Context) (bool, error) {
+		return containsLine(n.vk.Log(), "sandboxd features detected"), nil
+	})
+	k := &kubectlNode{vkNode: n, ns: ns, pod: "box", ip: ip, echoAddr: echoAddr, base: n.Sim.Counters()}
 	for _, sb := range n.live() {
 		if podKeyOf(sb) == ns+"/box" {
 			k.sandbox = sb
