@@ -35,6 +35,10 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, name, _ string
 		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 		return errdefs.InvalidInput("no command given: kubectl exec POD -- CMD ARGS")
 	}
+	if p.lacks(func(f pool.Features) bool { return f.Agent || f.Exec }) {
+		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
+		return errVerbMissing("kubectl exec", "exec or agent relay")
+	}
 	c, err := p.target(namespace, name)
 	if err != nil {
 		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)

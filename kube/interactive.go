@@ -23,6 +23,23 @@ type Sandboxd interface {
 	Stats(ctx context.Context, id string) (pool.Stats, error)
 	Agent(id, token string) *pool.Agent
 	Tenant() bool
+	// Features is what the node's sandboxd was found to have; false while
+	// unknown (then a verb is simply tried).
+	Features() (pool.Features, bool)
+}
+
+// lacks reports whether the node's sandboxd is known to lack what has
+// says, and names the verb for the error kubectl shows.
+func (p *Provider) lacks(has func(pool.Features) bool) bool {
+	f, ok := p.Sandboxd.Features()
+	return ok && !has(f)
+}
+
+// errVerbMissing is what kubectl shows on a sandboxd without the verb a
+// surface needs (sandboxd before V2 has none of them), instead of the 404
+// its router answers.
+func errVerbMissing(surface, verb string) error {
+	return errdefs.InvalidInputf("%s is not available on this node: its sandboxd has no %s verb (sandboxd before V2); upgrade sandboxd on the host", surface, verb)
 }
 
 var _ Sandboxd = (*pool.Client)(nil)

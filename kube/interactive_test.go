@@ -334,3 +334,30 @@ func TestDrainStdinReadsSentInputAndIsBounded(t *testing.T) {
 	cancel()
 	drainStdin(ctx, pr, time.Hour) // returns: the request ended
 }
+
+// On a sandboxd without the guest verbs (V1), kubectl exec and
+// port-forward say what is missing, instead of passing its router's 404
+// on, and stats report no usage without asking.
+func TestSurfacesNameTheVerbAnOldSandboxdLacks(t *testing.T) {
+	it := newInteractive(t, sim.Config{APIVersion: sim.V1}, interactiveRoot)
+	if _, err := it.c.Detect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	err := it.exec(t.Context(), newAttach(), "echo", "hi")
+	if !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "no exec or agent relay verb") {
+		t.Fatalf("exec on V1: %v, want an InvalidInput naming the missing verb", err)
+	}
+	err = it.prov.PortForward(t.Context(), "ns", "box", 80, nopStream{})
+	if !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "no ports relay verb") {
+		t.Fatalf("port-forward on V1: %v, want an InvalidInput naming the missing verb", err)
+	}
+	if got := it.sim.Counters(); got["exec"] != 0 || got["ports"] != 0 || got["agent"] != 0 {
+		t.Errorf("the surfaces still asked sandboxd: %v", got)
+	}
+}
+
+type nopStream struct{}
+
+func (nopStream) Read([]byte) (int, error)    { return 0, io.EOF }
+func (nopStream) Write(b []byte) (int, error) { return len(b), nil }
+func (nopStream) Close() error                { return nil }

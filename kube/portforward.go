@@ -22,6 +22,9 @@ import (
 // towards the guest, the guest's EOF closes the stream towards kubectl),
 // so a client that stops sending still reads the whole answer.
 func (p *Provider) PortForward(ctx context.Context, namespace, name string, port int32, stream io.ReadWriteCloser) error {
+	if p.lacks(func(f pool.Features) bool { return f.Ports }) {
+		return errVerbMissing("kubectl port-forward", "ports relay")
+	}
 	c, err := p.target(namespace, name)
 	if err != nil {
 		return err

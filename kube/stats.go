@@ -56,8 +56,8 @@ func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
 			continue
 		}
 		g.Go(func() error {
-			if p.Sandboxd.Tenant() {
-				return nil
+			if p.Sandboxd.Tenant() || p.lacks(func(f pool.Features) bool { return f.Stats }) {
+				return nil // no usage: the token or the node cannot read it
 			}
 			st, err := p.Sandboxd.Stats(ctx, cv.ID)
 			switch {
