@@ -301,7 +301,11 @@ func (g *silkGuest) exec(c *silkConn, req *silkReq) bool {
 		return c.fail("bad_request", "command not found: "+req.Argv[0]) == nil
 	}
 	stdinR, stdinW := io.Pipe()
+	// As in silkd, started comes before any output: the command runs only
+	// once the frame naming its pid is sent.
+	begun := make(chan struct{})
 	p := g.start(req.Argv, req.Detach, func(ctx context.Context, p *proc) int {
+		<-begun
 		context.AfterFunc(ctx, func() { _ = stdinR.CloseWithError(errors.New("killed")) })
 		var stdout, stderr io.Writer = recorder{p, nil}, recorder{p, nil}
 		if !req.Detach {
@@ -311,7 +315,9 @@ func (g *silkGuest) exec(c *silkConn, req *silkReq) bool {
 		st := &stream{ctx: ctx, root: g.root, cwd: req.Cwd, env: req.Env, stdin: stdinR, stdout: stdout, stderr: stderr}
 		return st.run(req.Argv)
 	})
-	if c.send(map[string]any{"type": "started", "pid": p.pid}) != nil {
+	err := c.send(map[string]any{"type": "started", "pid": p.pid})
+	close(begun)
+	if err != nil {
 		return false
 	}
 	if req.Detach {

@@ -33,7 +33,9 @@ func (g *silkGuest) ptyOpen(c *silkConn, req *silkReq) bool {
 	if err != nil {
 		return c.fail("internal", "pty: "+err.Error()) == nil
 	}
+	begun := make(chan struct{}) // started comes before any output
 	p := g.start([]string{cmd.Path, "-i"}, false, func(ctx context.Context, p *proc) int {
+		<-begun
 		context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
 		out := make(chan struct{})
 		go func() {
@@ -56,7 +58,9 @@ func (g *silkGuest) ptyOpen(c *silkConn, req *silkReq) bool {
 	p.resize = func(cols, rows int) error {
 		return pty.Setsize(tty, &pty.Winsize{Cols: uint16(max(cols, 1)), Rows: uint16(max(rows, 1))})
 	}
-	if c.send(map[string]any{"type": "started", "pid": p.pid}) != nil {
+	err = c.send(map[string]any{"type": "started", "pid": p.pid})
+	close(begun)
+	if err != nil {
 		g.kill(p.pid)
 		return false
 	}
