@@ -79,14 +79,22 @@ func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
 
 // lifetimeEnd is when the lifetime that key's Pod asked for ends (never,
 // for TTLWhilePodLives), or false when the Pod asked for the node's
-// default (ttl-seconds 0) or is not known yet.
+// default (ttl-seconds 0).
+//
+// The lifetime is known once the key's Pod was published Running in this
+// process. Until then (after a restart, while virtual-kubelet has not
+// handed the Pod back, as during an apiserver outage) the claim is renewed
+// as a Pod without ttl-seconds would be: the node must not reap a VM whose
+// Pod asked for longer because this process cannot read the Pod yet. Once
+// the Pod is seen, its own ttl-seconds applies; a cap it set may so be
+// passed by at most the time it was unknown.
 func (e *Engine) lifetimeEnd(key string, c store.Claim) (time.Time, bool) {
 	ttl, ok := e.table.lifetimeOf(key)
 	switch {
-	case !ok || ttl == 0:
-		return time.Time{}, false
-	case ttl == TTLWhilePodLives:
+	case !ok || ttl == TTLWhilePodLives:
 		return endOfTime, true
+	case ttl == 0:
+		return time.Time{}, false
 	}
 	return c.ClaimedAt.Add(time.Duration(ttl) * time.Second), true
 }

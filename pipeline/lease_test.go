@@ -8,6 +8,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // the background loops (docs/architecture.md) lease watch: once a recorded deadline passes, the listing
@@ -134,5 +135,21 @@ func TestOrphanScanOnlyReports(t *testing.T) {
 	}
 	if got := len(r.env.sandboxesFor("ns/nobody")); got != 1 {
 		t.Errorf("the unknown sandbox was touched: %d left", got)
+	}
+}
+
+// After a restart the lifetime a claim's Pod asked for is not known until
+// virtual-kubelet hands the Pod back, which an apiserver outage can delay
+// past the grant. Meanwhile the claim is renewed, so the node does not reap
+// a VM whose Pod asked for longer.
+func TestALeaseIsRenewedBeforeItsPodIsSeenAgain(t *testing.T) {
+	env := newSim(t, sim.Config{MaxTTL: time.Hour})
+	e, st, _, vm := seedRow(t, env, "ns/restored", store.Claim{PodUID: "uid-r"}, nil)
+	before, _ := st.Get("ns/restored")
+	e.CheckLeases(context.Background(), vm.Deadline.Add(-time.Second)) // within the renewal lead
+	after, _ := st.Get("ns/restored")
+	if got := env.count("renew_ok"); got != 1 || !after.Deadline.After(before.Deadline) {
+		t.Fatalf("renew_ok = %d, deadline %s -> %s: a restored claim whose Pod is not seen yet was left to its grant",
+			got, before.Deadline, after.Deadline)
 	}
 }
