@@ -14,10 +14,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
@@ -45,6 +49,10 @@ const (
 type Authorizer struct {
 	Dynamic dynamic.Interface // nil: every owned Pod is preserved
 	Timeout time.Duration     // per GET; 0 is DefaultOwnerGetTimeout
+	// Mapper resolves an owner's kind to its resource through the
+	// apiserver's discovery (cached; see NewOwnerMapper). Nil: English
+	// plural rules (Plural), which an irregular plural defeats.
+	Mapper meta.RESTMapper
 
 	// Concurrent questions about one owner share one GET: virtual-kubelet
 	// may call DeletePod twice at once, the re-authorization loop may ask
@@ -105,11 +113,43 @@ func (a *Authorizer) ask(ctx context.Context, namespace string, owner *metav1.Ow
 		// and has its own timeout.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
-		return a.get(ctx, gv.WithResource(Plural(owner.Kind)), namespace, owner), nil
+		gvr, ok := a.resource(gv.WithKind(owner.Kind))
+		if !ok {
+			// Discovery does not know the kind (its CRD is gone, or not
+			// served): that says nothing about the owner.
+			return pipeline.Verdict{Reason: ReasonOwnerUnverified}, nil
+		}
+		return a.get(ctx, gvr, namespace, owner), nil
 	})
 	verdict := v.(pipeline.Verdict)
 	span.SetAttributes(attribute.Bool("vksandbox.singleflight.shared", shared), attribute.String("vksandbox.verdict.reason", verdict.Reason))
 	return verdict
+}
+
+// resource is the resource an owner's kind is served as. A kind the cached
+// discovery does not know is looked up once more after a refresh (a CRD
+// installed since); false when the apiserver does not serve it.
+func (a *Authorizer) resource(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
+	if a.Mapper == nil {
+		return gvk.GroupVersion().WithResource(Plural(gvk.Kind)), true
+	}
+	m, err := a.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		if r, ok := a.Mapper.(meta.ResettableRESTMapper); ok {
+			r.Reset()
+			m, err = a.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		}
+	}
+	if err != nil {
+		return schema.GroupVersionResource{}, false
+	}
+	return m.Resource, true
+}
+
+// NewOwnerMapper is the Authorizer's RESTMapper: the apiserver's discovery,
+// cached in memory and refreshed when a kind is not found.
+func NewOwnerMapper(d discovery.DiscoveryInterface) meta.RESTMapper {
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(d))
 }
 
 // get is the owner GET and the table's mapping of its answer.

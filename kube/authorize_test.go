@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -116,5 +117,33 @@ func TestRecordedOwnerIsAskedWithTheDeleteTable(t *testing.T) {
 	}
 	if o, ok := ownerRefOf(rec); !ok || ownerString(o) != rec.Owner || o.UID != "u1" {
 		t.Errorf("ownerRefOf/ownerString do not round-trip: %+v", o)
+	}
+}
+
+// The owner's resource comes from the apiserver's discovery, not from a
+// plural guessed by English rules: a kind with an irregular plural is
+// still found (a wrong guess 404s, and the VM would stay until its lease),
+// and a kind discovery does not serve proves nothing about the owner.
+func TestOwnerResourceComesFromDiscovery(t *testing.T) {
+	ctx := context.Background()
+	octopi := schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1alpha1", Resource: "octopodes"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.AddSpecific(octopi.GroupVersion().WithKind("Octopus"), octopi, octopi.GroupVersion().WithResource("octopus"), meta.RESTScopeNamespace)
+	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "agents.x-k8s.io/v1alpha1", "kind": "Octopus",
+		"metadata": map[string]any{"name": "ink", "namespace": "ns", "uid": "u1"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{octopi: "OctopusList"})
+	if err := dyn.Tracker().Create(octopi, o, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	rec := pipeline.ClaimView{ID: "sb_1", OwnerUID: "u1", Owner: "agents.x-k8s.io/v1alpha1/Octopus/ink"}
+	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).RecordedOwner(ctx, "ns/p", rec); v.Reason != ReasonOwnerAlive {
+		t.Fatalf("an owner of an irregular plural: %+v, want %s (found through discovery)", v, ReasonOwnerAlive)
+	}
+	if Plural("Octopus") == octopi.Resource {
+		t.Fatal("the test needs a plural the English rules get wrong")
+	}
+	rec.Owner = "agents.x-k8s.io/v1alpha1/Squid/ink"
+	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).RecordedOwner(ctx, "ns/p", rec); v.Release || v.Reason != ReasonOwnerUnverified {
+		t.Fatalf("a kind discovery does not serve: %+v, want preserve %s", v, ReasonOwnerUnverified)
 	}
 }

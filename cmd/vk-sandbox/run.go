@@ -82,7 +82,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	defer stopEvents()
 
-	auth := &kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout}
+	auth := &kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout, Mapper: kube.NewOwnerMapper(client.Discovery())}
 	prov := kube.NewProvider(auth, recorder, log)
 	prov.PodClient = client.CoreV1()
 	prov.Sandboxd, prov.NodeName = sbx, cfg.NodeName
