@@ -179,17 +179,8 @@ func TestAClaimReplacedWithoutADeleteIsReleasedWhenItsOwnerGoes(t *testing.T) {
 	createPod(t, sandboxPod(ns, "same", n.Name, ownedBy(oldOwner)))
 	vm := waitRunning(t, ns, "same").Annotations[kube.AnnClaimID]
 
-	// Hold virtual-kubelet's one sync worker in the blocker's owner GET, so
-	// that the old Pod's delete and its replacement's create sync as one.
-	proxy.hold()
-	deletePod(t, ns, "blocker")
-	testkit.WaitForCtx(t, waitFor, "the sync worker held in the blocker's owner GET", func(context.Context) (bool, error) {
-		return proxy.held.Load() >= 1, nil
-	})
-	adds := func() float64 {
-		v, _ := metricSum(t, scrapeURL, "vksandbox_vk_queue_adds_total", `queue="syncPodsFromKubernetes"`)
-		return v
-	}
+	// The old Pod's delete and its replacement's create sync as one.
+	adds := holdSyncWorker(t, proxy, ns, scrapeURL)
 	before := adds()
 	deletePod(t, ns, "same")
 	newOwner := createOwner(t, ns, "new-owner")

@@ -55,15 +55,7 @@ func runReplacementSyncedWithTheDelete(t *testing.T, copyStamp bool) {
 		return p.UID == old.UID && p.Status.Phase == corev1.PodPending && p.Status.Reason != ""
 	})
 
-	proxy.hold()
-	deletePod(t, ns, "blocker")
-	testkit.WaitForCtx(t, waitFor, "the sync worker held in the blocker's owner GET", func(context.Context) (bool, error) {
-		return proxy.held.Load() >= 1, nil
-	})
-	adds := func() float64 {
-		v, _ := metricSum(t, scrapeURL, "vksandbox_vk_queue_adds_total", `queue="syncPodsFromKubernetes"`)
-		return v
-	}
+	adds := holdSyncWorker(t, proxy, ns, scrapeURL)
 	before := adds()
 	var copied map[string]string
 	if copyStamp {
@@ -143,5 +135,23 @@ func TestReplacementSeenOnlyByARelistRuns(t *testing.T) {
 	}
 	if stamp := got.Annotations[kube.AnnPodUID]; stamp != string(replacement.UID) || stamp == string(old.UID) {
 		t.Errorf("replacement's pod-uid stamp %q, want its own UID %s (the old Pod's was %s)", stamp, replacement.UID, old.UID)
+	}
+}
+
+// holdSyncWorker holds virtual-kubelet's one sync worker (--vk-workers 1)
+// in the owner GET of the delete of ns's Running Pod "blocker", whose
+// owner the proxy holds, so that what happens to a Pod next reaches the
+// worker as one sync of its key. It returns the sync queue's add count, by
+// which a test sees its events queued behind the held worker.
+func holdSyncWorker(t *testing.T, proxy *r2Proxy, ns, scrapeURL string) (adds func() float64) {
+	t.Helper()
+	proxy.hold()
+	deletePod(t, ns, "blocker")
+	testkit.WaitForCtx(t, waitFor, "the sync worker held in the blocker's owner GET", func(context.Context) (bool, error) {
+		return proxy.held.Load() >= 1, nil
+	})
+	return func() float64 {
+		v, _ := metricSum(t, scrapeURL, "vksandbox_vk_queue_adds_total", `queue="syncPodsFromKubernetes"`)
+		return v
 	}
 }
