@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // SessionLimits bound the exec sessions (kubectl exec, cp) the node runs
@@ -100,19 +101,13 @@ var errClaimGone = errors.New("the Pod's claim on it ended (the Pod was deleted,
 func (p *Provider) boundToClaim(ctx context.Context, c sandbox) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
-		t := time.NewTicker(claimCheckEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				id, _, ok := p.engine.Credential(c.Key, c.UID)
-				if pod := p.cache.get(c.Key); !ok || id != c.ID || pod == nil || string(pod.UID) != c.UID {
-					cancel(errClaimGone)
-					return
-				}
-			}
+		gone := func(context.Context) (bool, error) {
+			id, _, ok := p.engine.Credential(c.Key, c.UID)
+			pod := p.cache.get(c.Key)
+			return !ok || id != c.ID || pod == nil || string(pod.UID) != c.UID, nil
+		}
+		if wait.PollUntilContextCancel(ctx, claimCheckEvery, false, gone) == nil {
+			cancel(errClaimGone)
 		}
 	}()
 	return ctx, func() { cancel(nil) }

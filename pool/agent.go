@@ -9,10 +9,6 @@ import (
 	"net/url"
 	"sync"
 	"time"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // VerbAgent names the agent relay's upgrade in reports and errors.
@@ -59,17 +55,8 @@ func (c *Client) DialAgent(ctx context.Context, id, token string) (*AgentConn, e
 	}
 	x := exchange{verb: VerbAgent, id: id, method: http.MethodGet,
 		path: "/v1/sandboxes/" + url.PathEscape(id) + "/agent", token: token, upgrade: "silkd"}
-	ctx, span := portsTracer.Start(ctx, "sandboxd."+VerbAgent, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("sandboxd.id", id)))
-	defer span.End()
-	start := time.Now()
-	pc, status, err := c.upgrade(ctx, x)
-	if c.obs != nil {
-		c.obs.Request(x.verb, status, time.Since(start))
-	}
-	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	pc, status, err := c.tracedUpgrade(ctx, x)
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error()) // already scrubbed
 		if noAgentRelay(status) {
 			c.rememberRefusal(id)
 			return nil, fmt.Errorf("%w: %w", ErrNoAgentRelay, err)

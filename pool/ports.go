@@ -68,8 +68,15 @@ func (c *Client) DialPort(ctx context.Context, id, token string, port int) (*Por
 	}
 	x := exchange{verb: VerbPorts, id: id, method: http.MethodGet,
 		path: "/v1/sandboxes/" + url.PathEscape(id) + "/ports/" + strconv.Itoa(port), token: token, upgrade: "tcp"}
-	ctx, span := portsTracer.Start(ctx, "sandboxd."+VerbPorts, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("sandboxd.id", id), attribute.Int("sandboxd.port", port)))
+	pc, _, err := c.tracedUpgrade(ctx, x, attribute.Int("sandboxd.port", port))
+	return pc, err
+}
+
+// tracedUpgrade is upgrade inside a client span named for the verb, and
+// reported to the Observer like every other attempt.
+func (c *Client) tracedUpgrade(ctx context.Context, x exchange, attrs ...attribute.KeyValue) (*PortConn, int, error) {
+	ctx, span := portsTracer.Start(ctx, "sandboxd."+x.verb, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(attrs, attribute.String("sandboxd.id", x.id))...))
 	defer span.End()
 	start := time.Now()
 	pc, status, err := c.upgrade(ctx, x)
@@ -80,7 +87,7 @@ func (c *Client) DialPort(ctx context.Context, id, token string, port int) (*Por
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error()) // already scrubbed
 	}
-	return pc, err
+	return pc, status, err
 }
 
 // upgrade writes the request by hand and reads the answer off the same
