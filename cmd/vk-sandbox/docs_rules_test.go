@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"go/ast"
 	"go/parser"
@@ -14,35 +13,6 @@ import (
 	"testing"
 	"time"
 )
-
-// docDescriptions is the description column of every flag row of
-// docs/configuration.md's vk-sandbox table.
-func docDescriptions(t *testing.T) map[string]string {
-	t.Helper()
-	f, err := os.Open("../../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	re := regexp.MustCompile("^\\| `--([a-z0-9-]+)` \\| [^|]* \\| [^|]* \\| (.*) \\|$")
-	out := map[string]string{}
-	in := false
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "## vk-sandbox flags"):
-			in = true
-		case strings.HasPrefix(line, "## "):
-			in = false
-		}
-		if m := re.FindStringSubmatch(line); in && m != nil {
-			out[m[1]] = m[2]
-		}
-	}
-	return out
-}
 
 // The rules the flag table states about 0 and negative values, in the
 // words the docs use. Each is checked against the binary's own parsing
@@ -97,13 +67,14 @@ func sameValue(a, b string) bool {
 // refused" refuses it. A numeric flag that the binary refuses 0 or a
 // negative value of must have its rule stated.
 func TestDocsStateTheRulesTheFlagsKeep(t *testing.T) {
-	docs := docDescriptions(t)
+	docs := docRows(t)
 	fs := newFlagSet()
 	defineFlags(fs, &config{})
 	checked := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		vals := zeroAndNegative(f)
-		desc, ok := docs[f.Name]
+		row, ok := docs[f.Name]
+		desc := row.desc
 		if vals == nil || !ok {
 			return
 		}

@@ -11,9 +11,11 @@ import (
 )
 
 // docRow is one row of the vk-sandbox flag table in docs/configuration.md.
-type docRow struct{ env, def string }
+// docRow is one flag row of docs/configuration.md's vk-sandbox table: its
+// variable, default and description.
+type docRow struct{ env, def, desc string }
 
-var rowRE = regexp.MustCompile("^\\| `--([a-z0-9-]+)` \\| ([^|]*) \\| ([^|]*) \\|")
+var rowRE = regexp.MustCompile("^\\| `--([a-z0-9-]+)` \\| ([^|]*) \\| ([^|]*) \\| (.*) \\|$")
 
 func docRows(t *testing.T) map[string]docRow {
 	t.Helper()
@@ -25,6 +27,7 @@ func docRows(t *testing.T) map[string]docRow {
 	rows := map[string]docRow{}
 	in := false
 	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20) // a description is one long line
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -34,7 +37,7 @@ func docRows(t *testing.T) map[string]docRow {
 			in = false
 		}
 		if m := rowRE.FindStringSubmatch(line); in && m != nil {
-			rows[m[1]] = docRow{env: strings.Trim(strings.TrimSpace(m[2]), "`"), def: strings.TrimSpace(m[3])}
+			rows[m[1]] = docRow{env: strings.Trim(strings.TrimSpace(m[2]), "`"), def: strings.TrimSpace(m[3]), desc: m[4]}
 		}
 	}
 	return rows
