@@ -162,7 +162,7 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 // claiming again. Without the root token their credentials cannot be
 // fetched: they are logged and left to their lease.
 func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(context.Context) Verdict) (DeleteResult, error) {
-	rows, err := e.lookups.byClaimRef(ctx, e.id.ClaimRef(ref.Key))
+	rows, err := e.lookups.byClaimRef(ctx, e.id.Selector(ref.Key))
 	if err != nil {
 		return DeleteResult{}, keyErr(ref.Key, "look up unheld sandboxes by claim_ref", err)
 	}

@@ -35,18 +35,18 @@ type sharedListing struct {
 	rows  []pool.Sandbox
 }
 
-// byClaimRef lists the rows under ref.
-func (l *lookup) byClaimRef(ctx context.Context, ref string) ([]pool.Sandbox, error) {
+// byClaimRef lists the rows sel names by claim_ref (Identity.Selector).
+func (l *lookup) byClaimRef(ctx context.Context, sel pool.ListOptions) ([]pool.Sandbox, error) {
 	// Until the node's features are known, each key asks with the filter:
 	// the client filters the answer too, so this is right on every
 	// version, only dearer on an old one.
 	if f, ok := l.sbx.Features(); !ok || f.ClaimRefFilter {
-		return l.sbx.List(ctx, pool.ListOptions{ClaimRef: ref})
+		return l.sbx.List(ctx, sel)
 	}
 	asked := time.Now()
 	for {
 		if rows, ok := l.fresh(asked); ok {
-			return filterRef(rows, ref), nil
+			return filterRef(rows, sel.ClaimRef), nil
 		}
 		v, err, _ := l.sf.Do("all", func() (any, error) {
 			began := time.Now()
@@ -65,7 +65,7 @@ func (l *lookup) byClaimRef(ctx context.Context, ref string) ([]pool.Sandbox, er
 			return nil, err
 		}
 		if got := v.(sharedListing); !got.began.Before(asked) {
-			return filterRef(got.rows, ref), nil
+			return filterRef(got.rows, sel.ClaimRef), nil
 		}
 		// The listing joined began before this lookup: ask again.
 	}

@@ -25,7 +25,7 @@ import (
 // others are left to their lease.
 func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse, bool, error) {
 	ref := it.Ref
-	rows, err := e.lookups.byClaimRef(ctx, e.id.ClaimRef(ref.Key))
+	rows, err := e.lookups.byClaimRef(ctx, e.id.Selector(ref.Key))
 	if err != nil {
 		return pool.ClaimResponse{}, false, err
 	}
