@@ -25,17 +25,12 @@ func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	tok := bearer(r)
-	if tok == "" {
-		writeError(w, http.StatusUnauthorized, "missing bearer token")
+	row, ok := s.ownSandbox(w, r)
+	if !ok {
 		return
 	}
-	id := r.PathValue("id")
-	row, ok := s.ix.get(id)
+	id := row.sb.ID
 	switch {
-	case !ok || !tokenEqual(tok, row.sb.Token):
-		writeFailure(w, errNotFound(id))
-		return
 	case !wantsUpgrade(r, "silkd"):
 		w.Header().Set("Upgrade", "silkd")
 		w.Header().Set("Connection", "Upgrade")

@@ -21,17 +21,11 @@ const execRetryAfter = time.Second
 // 409, an unreachable guest 502, a command past its timeout 504 and output
 // past pool.MaxExecOutput 413.
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	tok := bearer(r)
-	if tok == "" {
-		writeError(w, http.StatusUnauthorized, "missing bearer token")
+	row, ok := s.ownSandbox(w, r)
+	if !ok {
 		return
 	}
-	id := r.PathValue("id")
-	row, ok := s.ix.get(id)
-	if !ok || !tokenEqual(tok, row.sb.Token) {
-		writeFailure(w, errNotFound(id))
-		return
-	}
+	id := row.sb.ID
 	var req pool.ExecRequest
 	if herr := decodeBody(r, &req, false); herr != nil {
 		writeFailure(w, herr)
@@ -97,4 +91,23 @@ func checkExec(req pool.ExecRequest) *httpError {
 		return &httpError{status: http.StatusBadRequest, msg: "timeout_seconds must be >= 0"}
 	}
 	return nil
+}
+
+// ownSandbox is the sandbox a guest verb (exec, the agent relay) names,
+// asked with that sandbox's own token. It answers 401 without a bearer
+// token and 404 for an unknown id or any other token, which sandboxd does
+// not tell apart; false means the answer is written.
+func (s *Server) ownSandbox(w http.ResponseWriter, r *http.Request) (row, bool) {
+	tok := bearer(r)
+	if tok == "" {
+		writeError(w, http.StatusUnauthorized, "missing bearer token")
+		return row{}, false
+	}
+	id := r.PathValue("id")
+	rw, ok := s.ix.get(id)
+	if !ok || !tokenEqual(tok, rw.sb.Token) {
+		writeFailure(w, errNotFound(id))
+		return row{}, false
+	}
+	return rw, true
 }
