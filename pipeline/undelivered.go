@@ -20,7 +20,7 @@ import (
 // it (durable, quarantined or tentative) and it is older than SettleWindow:
 // a younger one may still be recovered by its key's next transaction. A
 // key whose transaction is in flight is skipped (tryLock). Without the root
-// token the VM's credential cannot be fetched, and it is only reported.
+// token the VM cannot be read or released by id, and it is only reported.
 func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox) bool {
 	key, ok := e.id.Owns(r)
 	if !ok || r.ClaimedAt == nil || time.Since(*r.ClaimedAt) < e.cfg.SettleWindow || e.sbx.Tenant() {
@@ -34,14 +34,17 @@ func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox) bool {
 	if c, st := e.table.lookup(key); st != StateNone && c.ID == r.ID {
 		return false // delivered after the listing
 	}
+	// The read proves the VM is still there; its token, where the server
+	// has the token read (V2+), is the credential. A root read without one
+	// (V1) leaves the root token, which every version from V1 accepts.
 	full, err := e.sbx.Get(ctx, r.ID)
-	if err != nil || full.Token == "" {
+	if err != nil {
 		if !errors.Is(err, pool.ErrNotFound) {
 			e.log.WarnContext(ctx, "orphan scan: the credential of an undelivered VM could not be fetched", "pod", key, "claim", r.ID, "error", err)
 		}
 		return false
 	}
-	if err := e.releaseVM(ctx, key, full.ID, full.Token); err != nil {
+	if err := e.releaseVM(ctx, key, r.ID, full.Token); err != nil {
 		e.log.WarnContext(ctx, "orphan scan: release of an undelivered VM failed; tried again next scan", "pod", key, "claim", r.ID, "error", err)
 		return false
 	}

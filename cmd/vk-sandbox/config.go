@@ -55,6 +55,7 @@ type config struct {
 	OwnerGetTimeout                        time.Duration
 	SandboxdTimeout                        time.Duration
 	SandboxdClaimTimeout                   time.Duration
+	SandboxdDetect                         bool
 	ExecMaxSessionsPerPod, ExecMaxSessions int
 	ExecIdleTimeout                        time.Duration
 	LeaseCheckInterval                     time.Duration
@@ -131,6 +132,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the per-Pod retry backoff: Pods that could not be claimed (capacity miss, errors), and failed status writes and final deletes")
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
 	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
+	fs.BoolVar(&c.SandboxdDetect, "sandboxd-detect", true, "learn what sandboxd supports (read-only probes at startup and every 5 minutes) and use only that; false treats every feature as unknown: each one is tried and its answer checked, which is safe but dearer and quieter on servers before V2 (for a proxy that refuses the probes)")
 	fs.IntVar(&c.ExecMaxSessionsPerPod, "exec-max-sessions-per-pod", kube.DefaultSessionLimits.PerPod, "kubectl exec (and cp) sessions one Pod may have open at once; one more is refused")
 	fs.IntVar(&c.ExecMaxSessions, "exec-max-sessions", kube.DefaultSessionLimits.PerNode, "kubectl exec (and cp) sessions the node may have open at once; one more is refused")
 	fs.DurationVar(&c.ExecIdleTimeout, "exec-idle-timeout", kube.DefaultSessionLimits.IdleTimeout, "an exec, attach or port-forward connection that carried nothing for this long is closed, and its command killed (the kubelet's streaming idle timeout)")

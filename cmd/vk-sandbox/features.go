@@ -27,6 +27,14 @@ type featureWatch struct {
 	log     *slog.Logger
 	metrics interface{ SandboxdFeatures(map[string]bool) }
 	last    atomic.Pointer[pool.Features]
+	skip    atomic.Bool // --sandboxd-detect=false
+}
+
+// off is --sandboxd-detect=false: nothing is probed, and every feature
+// stays unknown, which each path takes as "try it and check the answer".
+func (w *featureWatch) off() {
+	w.skip.Store(true)
+	w.log.Warn("sandboxd feature detection is off (--sandboxd-detect=false): every feature is tried and its answer checked; on a server before V2 that means a full listing per lost-answer lookup, renewals that fail, and sandboxd's own 404 for kubectl exec, port-forward and top")
 }
 
 func (w *featureWatch) run(ctx context.Context) {
@@ -72,6 +80,9 @@ func (w *featureWatch) found(f pool.Features) {
 func (w *featureWatch) notes() []string {
 	if f := w.last.Load(); f != nil {
 		return []string{"sandboxd features: " + f.String()}
+	}
+	if w.skip.Load() {
+		return []string{"sandboxd features: detection off (--sandboxd-detect=false)"}
 	}
 	return []string{"sandboxd features: not detected yet"}
 }

@@ -137,7 +137,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	defer stopEngine()
 	go probeSandboxd(engCtx, sbx, prov, eng, cfg.PodIPFallback, cfg.NodeIP, log)
 	features := &featureWatch{sbx: sbx, log: log, metrics: tel.Metrics}
-	go features.run(engCtx)
+	if cfg.SandboxdDetect {
+		go features.run(engCtx)
+	} else {
+		features.off()
+	}
 	go eng.Run(engCtx)
 	go eng.WatchLeases(engCtx, cfg.LeaseCheckInterval)
 	if cfg.ReauthorizeInterval > 0 {

@@ -26,6 +26,7 @@ const (
 	counterReleaseNotFound = "release_notfound"
 	counterRenewOK         = "renew_ok"
 	counterAgentKill       = "agent_kill" // a running guest process killed through silkd
+	counterListFull        = "list_full"  // a listing answered with no filter applied
 )
 
 var counterNames = []string{
@@ -33,7 +34,7 @@ var counterNames = []string{
 	counterClaimCancelled, counterClaimAnswerLost,
 	pool.VerbRelease, counterReleaseOK, counterReleaseNotFound,
 	verbRenew, counterRenewOK,
-	pool.VerbList, pool.VerbGet, pool.VerbInfo, pool.VerbStats,
+	pool.VerbList, counterListFull, pool.VerbGet, pool.VerbInfo, pool.VerbStats,
 	pool.VerbExec, pool.VerbPorts, pool.VerbAgent, counterAgentKill,
 }
 
@@ -62,7 +63,9 @@ func (cs *counterSet) inc(name string) {
 // was), "claim_answer_lost" (made and counted in claim_ok, but never
 // answered: see Config.LoseAnswerRate), "release",
 // "release_ok", "release_notfound" (unknown id or wrong token), "renew",
-// "renew_ok", "list", "get", "info", "stats", "exec", "ports", "agent"
+// "renew_ok", "list", "list_full" (listings answered with no filter: every
+// listing of a server without ?claim_ref=, and every unfiltered one),
+// "get", "info", "stats", "exec", "ports", "agent"
 // (agent relay upgrades asked for) and "agent_kill" (running guest
 // processes killed through silkd).
 func (s *Server) Counters() map[string]int64 {

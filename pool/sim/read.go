@@ -23,6 +23,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, herr)
 		return
 	}
+	if opts.ClaimRef == "" && len(opts.Metadata) == 0 {
+		s.counters.inc(counterListFull) // what a server without the filter costs
+	}
 	rows := s.ix.list(func(sb *pool.Sandbox) bool {
 		return (who.role == roleRoot || sb.Tenant == who.tenant) && opts.Matches(*sb)
 	})
