@@ -50,6 +50,8 @@ type options struct {
 	vkArgs       []string
 	vkEnv        []string
 	contentType  string
+	sandboxdAPI  string
+	loseAnswers  float64
 }
 
 func parseOptions() (*options, error) {
@@ -66,6 +68,8 @@ func parseOptions() (*options, error) {
 	flag.BoolVar(&o.metrics, "metrics", false, "expose vk-sandbox /metrics on a loopback port, sample its queue depth during each run and save the final scrape beside -out")
 	flag.StringVar(&o.perf, "perf", "", "directory: record perf call graphs (perf record -g) of vk-sandbox and kube-apiserver during each burst there (needs perf, root)")
 	flag.DurationVar(&o.settle, "settle", 0, "after each provider burst, wait this long before stopping vk-sandbox and count the Events again (are they late or lost?)")
+	flag.StringVar(&o.sandboxdAPI, "sandboxd-api", "", "the emulator's sandboxd API version, V1..V5 (empty: the newest); the run then reports lost answers, full listings, VMs held and leaked")
+	flag.Float64Var(&o.loseAnswers, "lose-answers", 0, "fraction of claims whose answer the emulator loses after making the VM (0..1)")
 	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
 	flag.StringVar(&vkEnv, "vk-env", "", "extra environment of vk-sandbox only, space separated (e.g. \"GOGC=400\")")
 	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags, space separated (e.g. \"--kube-api-qps 1000 --kube-api-burst 2000\")")
@@ -132,7 +136,9 @@ type runResult struct {
 	VKExit   string  `json:"vk_exit,omitempty"` // "0" or the error
 	MaxQueue float64 `json:"max_queue_depth"`   // sum over shards, sampled (with -metrics)
 	Metrics  string  `json:"metrics_file,omitempty"`
-	ClaimAnn int     `json:"running_with_claim_id_annotation"`
+	// Sandboxd: with -sandboxd-api or -lose-answers, what the node held.
+	Sandboxd *sandboxdRun `json:"sandboxd,omitempty"`
+	ClaimAnn int          `json:"running_with_claim_id_annotation"`
 	// Rewatches: the harness's own watch was ended by the apiserver (it fell
 	// behind) and reopened this many times.
 	Rewatches int64 `json:"harness_rewatches"`

@@ -43,6 +43,8 @@ type nodeOpts struct {
 	bin, kubeconfig, dir, name string
 	n                          int
 	claimLatency               time.Duration
+	api                        string  // the emulator's API version ("" the newest)
+	loseAnswers                float64 // the emulator's lost-answer rate
 	defaultLimiters, metrics   bool
 	extraArgs                  []string
 	env                        []string // added to vk-sandbox's environment
@@ -54,7 +56,7 @@ type nodeOpts struct {
 func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode, error) {
 	s, err := sim.New(sim.Config{
 		RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: o.n + 64},
-		ClaimLatency: o.claimLatency, MaxClaims: 0,
+		ClaimLatency: o.claimLatency, MaxClaims: 0, APIVersion: o.api, LoseAnswerRate: o.loseAnswers,
 	})
 	if err != nil {
 		return nil, err
