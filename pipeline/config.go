@@ -60,6 +60,13 @@ type Config struct {
 	// Tombstones bounds how many deleted Pod generations are remembered
 	// (each for 10 minutes, about 200 bytes). Default 65,536.
 	Tombstones int
+
+	// The engine's background loops, which Run starts and joins: each
+	// runs every interval, and 0 leaves it off (tests drive them by hand).
+	// LeaseCheckInterval: WatchLeases. ReauthorizeInterval: Reauthorize.
+	// OrphanScanInterval: ScanOrphans, reporting to OrphanObserver.
+	LeaseCheckInterval, ReauthorizeInterval, OrphanScanInterval time.Duration
+	OrphanObserver                                              OrphanObserver
 }
 
 // Defaults are the values Config's zero fields take, and the defaults of
@@ -110,6 +117,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
+	}
+	if c.OrphanScanInterval > 0 && c.OrphanObserver == nil {
+		return errors.New("pipeline: OrphanScanInterval needs an OrphanObserver")
 	}
 	return nil
 }

@@ -80,9 +80,10 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Run starts the workers and the quarantine verification, and blocks until
-// ctx is done. Then it stops intake and waits for in-flight transactions to
-// finish or roll back. It never releases a VM because of shutdown.
+// Run starts the workers, the quarantine verification and the loops that
+// Config turns on, and blocks until ctx is done. Then it stops intake,
+// waits for in-flight transactions to finish or roll back, and for every
+// loop to end. It never releases a VM because of shutdown.
 func (e *Engine) Run(ctx context.Context) {
 	for _, sh := range e.shards {
 		for w := 0; w < e.cfg.Workers; w++ {
@@ -90,9 +91,22 @@ func (e *Engine) Run(ctx context.Context) {
 			go e.worker(sh)
 		}
 	}
-	go e.verifyStartup(ctx)
+	// Every loop that reads or writes the store runs here and is joined
+	// before Run returns, so that the caller may close the store then.
+	var loops sync.WaitGroup
+	loops.Go(func() { e.verifyStartup(ctx) })
+	if d := e.cfg.LeaseCheckInterval; d > 0 {
+		loops.Go(func() { e.WatchLeases(ctx, d) })
+	}
+	if d := e.cfg.ReauthorizeInterval; d > 0 {
+		loops.Go(func() { e.Reauthorize(ctx, d) })
+	}
+	if d := e.cfg.OrphanScanInterval; d > 0 {
+		loops.Go(func() { e.ScanOrphans(ctx, d, e.cfg.OrphanObserver) })
+	}
 	<-ctx.Done()
 	e.Shutdown()
+	loops.Wait()
 }
 
 // Shutdown stops intake, lets in-flight transactions complete, and returns

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,4 +89,50 @@ func TestDeletedWhileRetryingLeavesNoRetryState(t *testing.T) {
 		t.Fatal("a deleted Pod was claimed for again")
 	default:
 	}
+}
+
+// blockingScan is an OrphanObserver whose first report blocks until
+// released: an orphan scan caught in the middle of its cycle.
+type blockingScan struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (b *blockingScan) OrphanVerdicts(int, int) {}
+
+func (b *blockingScan) OrphanScan(bool) {
+	b.once.Do(func() {
+		close(b.entered)
+		<-b.release
+	})
+}
+
+// Run joins every loop it started before it returns, so that its caller
+// may close the store then: a loop still running would write to a closed
+// store. Here an orphan scan is held inside its cycle when Run's context
+// ends, and Run must wait for it.
+func TestRunReturnsOnlyOnceItsLoopsHaveEnded(t *testing.T) {
+	env := newSim(t, sim.Config{})
+	cfg := testConfig(env.root, openStore(t, tempStorePath(t), false), newReporter())
+	scan := &blockingScan{entered: make(chan struct{}), release: make(chan struct{})}
+	cfg.OrphanScanInterval, cfg.OrphanObserver = time.Millisecond, scan
+	cfg.LeaseCheckInterval, cfg.ReauthorizeInterval = time.Millisecond, time.Millisecond
+	e, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); e.Run(ctx) }()
+	<-scan.entered
+	cancel()
+	// A negative can only be watched for a while: a Run that does not
+	// join its loops returns within microseconds of the cancel.
+	select {
+	case <-ran:
+		t.Fatal("Run returned while its orphan scan was still in its cycle")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(scan.release)
+	<-ran
 }

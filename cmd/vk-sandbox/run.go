@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -92,6 +93,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
 		Sandboxd: sbx, Store: st, Reporter: prov, Owners: auth.RecordedOwner, Observer: tel.Metrics, Logger: log,
 		RequeueMax: cfg.RequeueMax, SettleWindow: cfg.SettleWindow,
+		LeaseCheckInterval: cfg.LeaseCheckInterval, ReauthorizeInterval: cfg.ReauthorizeInterval,
+		OrphanScanInterval: cfg.OrphanScanInterval, OrphanObserver: tel.Metrics,
 	})
 	if err != nil {
 		return err
@@ -133,29 +136,27 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 
+	// The engine and every loop beside it outlive the node's intake (ctx)
+	// and are joined at the end of run, before the deferred Close of the
+	// state file.
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
-	go probeSandboxd(engCtx, sbx, prov, eng, cfg.PodIPFallback, cfg.NodeIP, log)
+	var loops sync.WaitGroup
+	loops.Go(func() { probeSandboxd(engCtx, sbx, prov, eng, cfg.PodIPFallback, cfg.NodeIP, log) })
 	features := &featureWatch{sbx: sbx, log: log, metrics: tel.Metrics}
 	if cfg.SandboxdDetect {
-		go features.run(engCtx)
+		loops.Go(func() { features.run(engCtx) })
 	} else {
 		features.off()
 	}
-	go eng.Run(engCtx)
-	go eng.WatchLeases(engCtx, cfg.LeaseCheckInterval)
-	if cfg.ReauthorizeInterval > 0 {
-		go eng.Reauthorize(engCtx, cfg.ReauthorizeInterval)
-	}
-	if cfg.OrphanScanInterval > 0 {
-		go eng.ScanOrphans(engCtx, cfg.OrphanScanInterval, tel.Metrics)
-	}
+	engDone := make(chan struct{})
+	go func() { eng.Run(engCtx); close(engDone) }()
 	if cfg.PublishInventory {
 		inv := &kube.InventoryPublisher{
 			Dynamic: dyn, Sandboxd: sbx, Claims: eng, Node: cfg.NodeName,
 			Address: cfg.AdvertiseAddr, Log: log, Metrics: tel.Metrics,
 		}
-		go inv.Run(engCtx, cfg.PublishInterval)
+		loops.Go(func() { inv.Run(engCtx, cfg.PublishInterval) })
 	}
 
 	if cfg.MetricsAddr != "" {
@@ -196,14 +197,15 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}
 	// In-flight transactions finish (or roll back); queued ones stay Pending
-	// for the next process. Then the deferred Close flushes the state file.
-	done := make(chan struct{})
-	go func() { eng.Shutdown(); close(done) }()
+	// for the next process. The loops end with them. Then the deferred Close
+	// flushes the state file.
+	stopEngine()
 	select {
-	case <-done:
+	case <-engDone:
 	case <-time.After(cfg.ShutdownTimeout):
 		log.Warn("shutdown: in-flight claims did not finish in time")
 	}
+	loops.Wait()
 	return err
 }
 
