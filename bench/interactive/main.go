@@ -151,10 +151,10 @@ func roundTrips(ctx context.Context, c *client, o *options) (transportResult, er
 	var execNew, fwdNew, execOpen, fwdOpen []float64
 	seconds := func(d float64) float64 { return d }
 	if err := interleave(o.warmup+o.n, o.warmup, seconds,
-		step{&execNew, func() error { return c.execTrue(ctx) }},
-		step{&fwdNew, func() error { return connectEcho(local) }},
-		step{&execOpen, func() error { return pingPong(sess.in, sess.out) }},
-		step{&fwdOpen, func() error { return pingPong(conn, conn) }},
+		step{into: &execNew, f: func() error { return c.execTrue(ctx) }},
+		step{into: &fwdNew, f: func() error { return connectEcho(local) }},
+		step{into: &execOpen, f: func() error { return pingPong(sess.in, sess.out) }},
+		step{into: &fwdOpen, f: func() error { return pingPong(conn, conn) }},
 	); err != nil {
 		_ = sess.in.CloseWithError(err)
 		return r, fmt.Errorf("%s round trip: %w", c.via, err)
@@ -178,20 +178,30 @@ func throughput(ctx context.Context, c *client, o *options, payload []byte, r *t
 	sum := sha256.Sum256(payload)
 	mib := float64(len(payload)) / (1 << 20)
 	mibPerS := func(d float64) float64 { return mib / d }
+	r.CPU = map[string]map[string]float64{figUpload: {}, figCatFile: {}, figCatEcho: {}, figForwardEcho: {}}
 	if err := interleave(o.reps, 0, mibPerS,
-		step{&r.UploadMiBs, func() error { return c.upload(ctx, payload) }},
-		step{&r.CatFileMiBs, func() error { return c.catFile(ctx, payload, sum) }},
-		step{&r.CatEchoMiBs, func() error { return c.catEcho(ctx, payload, sum) }},
-		step{&r.ForwardEchoMiBs, func() error { return forwardEcho(local, payload, sum) }},
+		step{&r.UploadMiBs, r.CPU[figUpload], func() error { return c.upload(ctx, payload) }},
+		step{&r.CatFileMiBs, r.CPU[figCatFile], func() error { return c.catFile(ctx, payload, sum) }},
+		step{&r.CatEchoMiBs, r.CPU[figCatEcho], func() error { return c.catEcho(ctx, payload, sum) }},
+		step{&r.ForwardEchoMiBs, r.CPU[figForwardEcho], func() error { return forwardEcho(local, payload, sum) }},
 	); err != nil {
 		return fmt.Errorf("%s throughput: %w", c.via, err)
+	}
+	// CPU seconds per step become CPU milliseconds per MiB moved.
+	for _, byProc := range r.CPU {
+		for k, v := range byProc {
+			byProc[k] = v * 1000 / (mib * float64(o.reps))
+		}
 	}
 	return nil
 }
 
-// step is one kind of sample: f, timed, into its series.
+// step is one kind of sample: f, timed, into its series; with cpu, the
+// CPU seconds of each process (podload.CPUSnapshot) during f are added
+// there.
 type step struct {
 	into *[]float64
+	cpu  map[string]float64
 	f    func() error
 }
 
@@ -201,9 +211,18 @@ type step struct {
 func interleave(rounds, skip int, value func(float64) float64, steps ...step) error {
 	for i := range rounds {
 		for _, s := range steps {
+			var cpu0 map[string]float64
+			if s.cpu != nil {
+				cpu0 = podload.CPUSnapshot()
+			}
 			d, err := timed(s.f)
 			if err != nil {
 				return fmt.Errorf("round %d: %w", i, err)
+			}
+			if s.cpu != nil {
+				for k, v := range podload.CPUDelta(cpu0, podload.CPUSnapshot()) {
+					s.cpu[k] += v
+				}
 			}
 			if i >= skip {
 				*s.into = append(*s.into, value(d))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
@@ -40,7 +41,19 @@ type transportResult struct {
 	CatEchoMiBs     []float64 `json:"exec_cat_echo_mib_s"`
 	ForwardEchoMiBs []float64 `json:"forward_echo_mib_s"`
 	UploadMiBs      []float64 `json:"exec_upload_mib_s"`
+	// CPU is, by figure, each process's CPU milliseconds per MiB of
+	// payload (harness: this process, the emulator and the client; other:
+	// the rest of the machine).
+	CPU map[string]map[string]float64 `json:"cpu_ms_per_mib"`
 }
+
+// The throughput figures, as keys of transportResult.CPU.
+const (
+	figUpload      = "exec_upload"
+	figCatFile     = "exec_cat_file"
+	figCatEcho     = "exec_cat_echo"
+	figForwardEcho = "forward_echo"
+)
 
 // median of a few throughput repetitions.
 func median(xs []float64) float64 {
@@ -76,5 +89,17 @@ func printTable(w io.Writer, rep report) {
 	for _, t := range rep.Transports {
 		fmt.Fprintf(w, "%s: exec stdin, client → guest (`sh -c 'cat > FILE'`): %.0f MiB/s\n", t.Via, median(t.UploadMiBs))
 	}
-	fmt.Fprintf(w, "sandboxd saw %d agent relays and %d port relays, and no buffered exec\n", rep.AgentRelays, rep.PortRelays)
+	fmt.Fprintln(w, "\nCPU ms per MiB of payload, by process:")
+	procs := []string{"vk-sandbox", "kube-apiserver", "harness", "other"}
+	fmt.Fprintf(w, "| transport | figure | %s |\n|---|---|%s\n", strings.Join(procs, " | "), strings.Repeat("---|", len(procs)))
+	for _, t := range rep.Transports {
+		for _, fig := range []string{figCatFile, figCatEcho, figForwardEcho, figUpload} {
+			fmt.Fprintf(w, "| %s | %s |", t.Via, fig)
+			for _, p := range procs {
+				fmt.Fprintf(w, " %.1f |", t.CPU[fig][p])
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintf(w, "\nsandboxd saw %d agent relays and %d port relays, and no buffered exec\n", rep.AgentRelays, rep.PortRelays)
 }
