@@ -108,7 +108,7 @@ func run(ctx context.Context, o *options) error {
 	for _, via := range o.via {
 		c := &client{cfg: env.Config, cs: env.Clientset(), ns: n.ns, via: via}
 		logf("%s: %d round trips of each kind (after %d unrecorded)", via, o.n, o.warmup)
-		r, err := roundTrips(ctx, c, o)
+		r, err := roundTrips(ctx, c, n, o)
 		if err != nil {
 			return err
 		}
@@ -134,8 +134,9 @@ func run(ctx context.Context, o *options) error {
 	return nil
 }
 
-// roundTrips takes the four round-trip samples, interleaved.
-func roundTrips(ctx context.Context, c *client, o *options) (transportResult, error) {
+// roundTrips takes the round-trip samples, interleaved: the four through
+// the apiserver, and the two new sessions straight at the emulator.
+func roundTrips(ctx context.Context, c *client, n *node, o *options) (transportResult, error) {
 	r := transportResult{Via: c.via}
 	local, stop, err := c.portForward(ctx)
 	if err != nil {
@@ -148,13 +149,15 @@ func roundTrips(ctx context.Context, c *client, o *options) (transportResult, er
 		return r, err
 	}
 	defer conn.Close()
-	var execNew, fwdNew, execOpen, fwdOpen []float64
+	var execNew, fwdNew, execOpen, fwdOpen, execDirect, fwdDirect []float64
 	seconds := func(d float64) float64 { return d }
 	if err := interleave(o.warmup+o.n, o.warmup, seconds,
 		step{into: &execNew, f: func() error { return c.execTrue(ctx) }},
 		step{into: &fwdNew, f: func() error { return connectEcho(local) }},
 		step{into: &execOpen, f: func() error { return pingPong(sess.in, sess.out) }},
 		step{into: &fwdOpen, f: func() error { return pingPong(conn, conn) }},
+		step{into: &execDirect, f: func() error { return n.directExecTrue(ctx) }},
+		step{into: &fwdDirect, f: func() error { return n.directEcho(ctx) }},
 	); err != nil {
 		_ = sess.in.CloseWithError(err)
 		return r, fmt.Errorf("%s round trip: %w", c.via, err)
@@ -164,6 +167,7 @@ func roundTrips(ctx context.Context, c *client, o *options) (transportResult, er
 	}
 	r.ExecNew, r.ForwardNew = podload.Summarize(execNew), podload.Summarize(fwdNew)
 	r.ExecOpen, r.ForwardOpen = podload.Summarize(execOpen), podload.Summarize(fwdOpen)
+	r.ExecDirect, r.ForwardDirect = podload.Summarize(execDirect), podload.Summarize(fwdDirect)
 	return r, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,11 @@ type node struct {
 	echo net.Listener
 	vk   *kubetest.VKSandbox
 	ns   string
+	// direct reaches box's VM (sandbox, token included) straight at the
+	// emulator, for the part of a round trip that is sandboxd's and the
+	// guest's own.
+	direct  *pool.Client
+	sandbox pool.Sandbox
 }
 
 // startNode starts it all and returns once ns/box is Running.
@@ -88,6 +94,17 @@ func startNode(ctx context.Context, env *kubetest.Env, bin, dir string) (*node, 
 	if err != nil {
 		return fail(fmt.Errorf("pod %s/%s not Running: %w; vk-sandbox log tail:\n%s", n.ns, podName, err, n.vk.Tail(20)))
 	}
+	for _, sb := range n.sim.Sandboxes() {
+		if strings.HasSuffix(sb.ClaimRef, "/"+n.ns+"/"+podName) {
+			n.sandbox = sb
+		}
+	}
+	if n.sandbox.ID == "" {
+		return fail(fmt.Errorf("no VM claimed for %s/%s", n.ns, podName))
+	}
+	if n.direct, err = pool.NewClient(pool.ClientOptions{BaseURL: n.srv.URL, Token: rootToken}); err != nil {
+		return fail(err)
+	}
 	return n, nil
 }
 
@@ -99,6 +116,9 @@ func (n *node) stop() {
 		if err := n.vk.Terminate(); err != nil {
 			logf("vk-sandbox exit: %v; log tail:\n%s", err, n.vk.Tail(20))
 		}
+	}
+	if n.direct != nil {
+		n.direct.CloseIdleConnections()
 	}
 	if n.srv != nil {
 		n.srv.Close()
@@ -129,4 +149,27 @@ func serveEcho() (net.Listener, error) {
 		}
 	}()
 	return ln, nil
+}
+
+// directExecTrue is exec true through the emulator's agent relay and
+// silkd alone: no apiserver, no kubelet API.
+func (n *node) directExecTrue(ctx context.Context) error {
+	ag := n.direct.Agent(n.sandbox.ID, n.sandbox.Token)
+	defer ag.Close()
+	code, err := ag.Exec(ctx, pool.AgentExec{Argv: []string{"true"}})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("true exited %d", code)
+	}
+	return err
+}
+
+// directEcho is a new connection to the guest's echo through the
+// emulator's port relay alone, with ping echoed.
+func (n *node) directEcho(ctx context.Context) error {
+	conn, err := n.direct.DialPort(ctx, n.sandbox.ID, n.sandbox.Token, guestPort)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return pingPong(conn, conn)
 }

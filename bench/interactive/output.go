@@ -34,6 +34,10 @@ type transportResult struct {
 	ForwardNew  podload.Stats `json:"forward_connect_echo"`       // a new forwarded connection, 16 B echoed
 	ExecOpen    podload.Stats `json:"exec_session_round_trip"`    // 16 B through an open exec -i cat
 	ForwardOpen podload.Stats `json:"forward_session_round_trip"` // 16 B through an open forwarded connection
+	// The new sessions straight at the emulator: its agent relay and
+	// silkd, its port relay.
+	ExecDirect    podload.Stats `json:"direct_exec_true"`
+	ForwardDirect podload.Stats `json:"direct_connect_echo"`
 	// CatFile: exec cat FILE, guest to client. CatEcho: exec -i cat, both
 	// ways at once. ForwardEcho: the echo through port-forward, both ways
 	// at once. Upload: exec -i sh -c 'cat > FILE', client to guest.
@@ -80,6 +84,7 @@ func printTable(w io.Writer, rep report) {
 	for _, t := range rep.Transports {
 		row(t.Via, "new session, p50 (ms): `true` / connect + 16 B echo", t.ExecNew.P50, t.ForwardNew.P50, ms)
 		row(t.Via, "new session, p99 (ms)", t.ExecNew.P99, t.ForwardNew.P99, ms)
+		row(t.Via, "of which sandboxd + guest, p50 (ms): the same straight at the emulator", t.ExecDirect.P50, t.ForwardDirect.P50, ms)
 		row(t.Via, "open session, p50 (ms): 16 B through `cat` / the echo", t.ExecOpen.P50, t.ForwardOpen.P50, ms)
 		row(t.Via, "open session, p99 (ms)", t.ExecOpen.P99, t.ForwardOpen.P99, ms)
 		row(t.Via, fmt.Sprintf("guest → client (MiB/s): `cat FILE` / the echo, %d MiB", rep.SizeMiB), median(t.CatFileMiBs), median(t.ForwardEchoMiBs), mibs)
