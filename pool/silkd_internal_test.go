@@ -2,6 +2,7 @@ package pool
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"net"
 	"strings"
@@ -33,4 +34,35 @@ func TestAgentConnRefusesFramesPastTheCap(t *testing.T) {
 			t.Errorf("frame of %d bytes: %v, want errFrameTooLarge", c.size, err)
 		}
 	}
+}
+
+// BenchmarkAgentConnRecvStdout is the node's cost of one 32 KiB stdout
+// frame (JSON, base64 data) read off the agent relay: the bound of exec's
+// output throughput on a node (bench/README.md, "Interactive").
+func BenchmarkAgentConnRecvStdout(b *testing.B) {
+	line, err := json.Marshal(AgentFrame{Type: "stdout", Data: make([]byte, StdinChunk)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	line = append(line, '\n')
+	r := &repeatReader{line: line}
+	a := &AgentConn{br: bufio.NewReader(r)}
+	b.SetBytes(StdinChunk)
+	for b.Loop() {
+		if f, err := a.Recv(); err != nil || len(f.Data) != StdinChunk {
+			b.Fatalf("frame of %d bytes, %v", len(f.Data), err)
+		}
+	}
+}
+
+// repeatReader reads line again and again.
+type repeatReader struct {
+	line []byte
+	off  int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	n := copy(p, r.line[r.off:])
+	r.off = (r.off + n) % len(r.line)
+	return n, nil
 }
