@@ -127,8 +127,9 @@ bench-fleet: tools
 # kubectl exec into a sandbox Pod beside kubectl port-forward to the same
 # Pod, in one run (bench/interactive): round trips (p50/p99) of a new and
 # of an open session, and the throughput of a 64 MiB stream, through a
-# real apiserver, the node's kubelet API and the emulator's silkd. Writes
-# bench/results/interactive-<time>.json; about two minutes.
+# real apiserver, the node's kubelet API and the emulator's silkd, and the
+# new sessions with the kubectl binary (bin/kubectl). Writes
+# bench/results/interactive-<time>.json; about three minutes.
 INTERACTIVE_FLAGS ?=
 bench-interactive: tools
 	$(GO) run ./bench/interactive $(INTERACTIVE_FLAGS)

@@ -84,6 +84,9 @@ func printTable(w io.Writer, rep report) {
 	for _, t := range rep.Transports {
 		row(t.Via, "new session, p50 (ms): `true` / connect + 16 B echo", t.ExecNew.P50, t.ForwardNew.P50, ms)
 		row(t.Via, "new session, p99 (ms)", t.ExecNew.P99, t.ForwardNew.P99, ms)
+		if t.Via == viaKubectl {
+			continue
+		}
 		row(t.Via, "of which sandboxd + guest, p50 (ms): the same straight at the emulator", t.ExecDirect.P50, t.ForwardDirect.P50, ms)
 		row(t.Via, "open session, p50 (ms): 16 B through `cat` / the echo", t.ExecOpen.P50, t.ForwardOpen.P50, ms)
 		row(t.Via, "open session, p99 (ms)", t.ExecOpen.P99, t.ForwardOpen.P99, ms)
@@ -91,13 +94,15 @@ func printTable(w io.Writer, rep report) {
 		row(t.Via, "both ways at once (MiB/s): `cat` of stdin / the echo", median(t.CatEchoMiBs), median(t.ForwardEchoMiBs), mibs)
 	}
 	fmt.Fprintln(w)
-	for _, t := range rep.Transports {
+	// The kubectl binary's figures are the new sessions only.
+	full := slices.DeleteFunc(slices.Clone(rep.Transports), func(t transportResult) bool { return t.Via == viaKubectl })
+	for _, t := range full {
 		fmt.Fprintf(w, "%s: exec stdin, client → guest (`sh -c 'cat > FILE'`): %.0f MiB/s\n", t.Via, median(t.UploadMiBs))
 	}
 	fmt.Fprintln(w, "\nCPU ms per MiB of payload, by process:")
 	procs := []string{"vk-sandbox", "kube-apiserver", "harness", "other"}
 	fmt.Fprintf(w, "| transport | figure | %s |\n|---|---|%s\n", strings.Join(procs, " | "), strings.Repeat("---|", len(procs)))
-	for _, t := range rep.Transports {
+	for _, t := range full {
 		for _, fig := range []string{figCatFile, figCatEcho, figForwardEcho, figUpload} {
 			fmt.Fprintf(w, "| %s | %s |", t.Via, fig)
 			for _, p := range procs {
