@@ -14,15 +14,14 @@
 //
 // The client is client-go's, as kubectl's own: remotecommand's WebSocket
 // or SPDY executor against pods/exec and portforward's SPDY (over
-// WebSocket) dialer against pods/portforward. Running the kubectl binary
-// per sample would add its start-up (process, kubeconfig, the Pod's GET:
-// over 100 ms here) to every exec figure and to none of the port-forward
-// ones, so the binary's own figures come apart.
-// The two new sessions are also timed straight at the emulator (its agent
-// relay and port relay, no apiserver), the part that is sandboxd's and the
-// guest's. -kubectl N adds the new sessions with the kubectl binary itself.
-// Samples of every kind are interleaved, so load from other
-// tenants of the machine falls on all of them alike.
+// WebSocket) dialer against pods/portforward. The kubectl binary's start-up
+// (process, kubeconfig, the Pod's GET: over 100 ms here) would add to every
+// exec figure and to none of the port-forward ones, so -kubectl N times the
+// new sessions with the binary apart. The new sessions are also timed
+// straight at the emulator (its agent relay and port relay, no apiserver):
+// the part that is sandboxd's and the guest's. Samples of every kind are
+// interleaved, so that load from other tenants of the machine falls on all
+// of them alike.
 //
 // Usage: go run ./bench/interactive [-n 300] [-size 64] [-reps 3] [-via websocket,spdy] [-kubectl 100]
 package main
