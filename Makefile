@@ -25,7 +25,7 @@ TEST_FLAGS   ?=
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
-.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst bench-fleet plots clean demo demo-observability mutants release-tools release-snapshot
+.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst bench-fleet bench-interactive plots clean demo demo-observability mutants release-tools release-snapshot
 
 build:
 	$(GO) build ./...
@@ -123,6 +123,16 @@ bench-burst: tools
 FLEET_FLAGS ?=
 bench-fleet: tools
 	$(GO) run ./bench/fleet $(FLEET_FLAGS)
+
+# kubectl exec into a sandbox Pod beside kubectl port-forward to the same
+# Pod, in one run (bench/interactive): round trips (p50/p99) of a new and
+# of an open session, and the throughput of a 64 MiB stream, through a
+# real apiserver, the node's kubelet API and the emulator's silkd, and the
+# new sessions with the kubectl binary (bin/kubectl). Writes
+# bench/results/interactive-<time>.json; about three minutes.
+INTERACTIVE_FLAGS ?=
+bench-interactive: tools
+	$(GO) run ./bench/interactive $(INTERACTIVE_FLAGS)
 
 # SVG plots of the latest results, in bench/results/: from bench-latest.txt
 # (make bench) claims-vs-concurrency.svg and commit-cost-vs-size.svg; from

@@ -149,3 +149,44 @@ func running(s *sim.Server, id, cmd string) int {
 	}
 	return n
 }
+
+// A pty starts at the size asked for, and a resize reaches the guest's
+// terminal (pty_resize on a connection of its own).
+func TestAgentPTYForwardsResizes(t *testing.T) {
+	h := newHarness(t, sim.Config{GuestHostShell: true})
+	a := h.claim("ns/a", 60)
+	ag := h.node.Agent(a.ID, a.Token)
+	defer ag.Close()
+	in, typing := io.Pipe()
+	var screen testkit.Buffer
+	resize := make(chan pool.TermSize)
+	done := make(chan error, 1)
+	go func() {
+		_, err := ag.PTY(ctx(t), pool.AgentPTY{Cols: 100, Rows: 30, Stdin: in, Stdout: &screen, Resize: resize})
+		done <- err
+	}()
+	// The size is asked again until it shows: a resize travels on its own
+	// connection, so a probe typed at once may still see the old one.
+	sizeShows := func(want string) {
+		t.Helper()
+		var asked time.Time
+		testkit.WaitFor(t, 10*time.Second, "stty size printing "+want, func() bool {
+			if strings.Contains(screen.String(), want) {
+				return true
+			}
+			if time.Since(asked) > 200*time.Millisecond {
+				asked = time.Now()
+				go func() { _, _ = io.WriteString(typing, "stty size\n") }()
+			}
+			return false
+		})
+	}
+	sizeShows("30 100")
+	resize <- pool.TermSize{Cols: 120, Rows: 40}
+	sizeShows("40 120")
+	go func() { _, _ = io.WriteString(typing, "exit\n") }()
+	if err := <-done; h.err(err) != nil {
+		t.Errorf("pty: %v", err)
+	}
+	_ = typing.Close() // ends the input reader, and any probe still typing
+}

@@ -158,13 +158,13 @@ type runResult struct {
 	// received; creationTimestamp has 1 s resolution, so this is biased up
 	// by up to 1 s. Stages: the create call itself; create acknowledged →
 	// claimed at the emulator; claimed → Running received.
-	LatClient         stats    `json:"lat_client"`
-	LatCreationTS     stats    `json:"lat_creation_ts"`
-	LatCreateCall     stats    `json:"lat_create_call"`
-	LatAckToSeen      stats    `json:"lat_ack_to_seen"` // create acknowledged → first watch event (apiserver watch delivery)
-	LatAckToClaim     stats    `json:"lat_ack_to_claim,omitzero"`
-	LatClaimToRunning stats    `json:"lat_claim_to_running,omitzero"`
-	Timeline          []sample `json:"timeline"`
+	LatClient         podload.Stats `json:"lat_client"`
+	LatCreationTS     podload.Stats `json:"lat_creation_ts"`
+	LatCreateCall     podload.Stats `json:"lat_create_call"`
+	LatAckToSeen      podload.Stats `json:"lat_ack_to_seen"` // create acknowledged → first watch event (apiserver watch delivery)
+	LatAckToClaim     podload.Stats `json:"lat_ack_to_claim,omitzero"`
+	LatClaimToRunning podload.Stats `json:"lat_claim_to_running,omitzero"`
+	Timeline          []sample      `json:"timeline"`
 }
 
 type bench struct {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"time"
+
+	"github.com/cocoonstack/vk-sandbox/bench/podload"
 )
 
 func fillStats(r *runResult, pods []podRec) {
@@ -58,6 +60,6 @@ func fillStats(r *runResult, pods []podRec) {
 	if r.Mode == modeBare {
 		r.WallS = since(lastStatus)
 	}
-	r.LatClient, r.LatCreationTS, r.LatCreateCall = summarize(client), summarize(cts), summarize(call)
-	r.LatAckToSeen, r.LatAckToClaim, r.LatClaimToRunning = summarize(ack2seen), summarize(ack2claim), summarize(claim2run)
+	r.LatClient, r.LatCreationTS, r.LatCreateCall = podload.Summarize(client), podload.Summarize(cts), podload.Summarize(call)
+	r.LatAckToSeen, r.LatAckToClaim, r.LatClaimToRunning = podload.Summarize(ack2seen), podload.Summarize(ack2claim), podload.Summarize(claim2run)
 }

@@ -1,13 +1,13 @@
-package main
+package podload
 
 import (
 	"math"
 	"slices"
 )
 
-// stats summarises a latency sample in seconds. Percentiles are nearest
+// Stats summarises a latency sample in seconds. Percentiles are nearest
 // rank; an empty sample is all zeros with N 0.
-type stats struct {
+type Stats struct {
 	N    int     `json:"n"`
 	Mean float64 `json:"mean_s"`
 	P50  float64 `json:"p50_s"`
@@ -16,9 +16,10 @@ type stats struct {
 	Max  float64 `json:"max_s"`
 }
 
-func summarize(xs []float64) stats {
+// Summarize is the Stats of a sample in seconds.
+func Summarize(xs []float64) Stats {
 	if len(xs) == 0 {
-		return stats{}
+		return Stats{}
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -26,7 +27,7 @@ func summarize(xs []float64) stats {
 	for _, x := range s {
 		sum += x
 	}
-	return stats{
+	return Stats{
 		N: len(s), Mean: sum / float64(len(s)),
 		P50: rank(s, 0.50), P90: rank(s, 0.90), P99: rank(s, 0.99), Max: s[len(s)-1],
 	}
