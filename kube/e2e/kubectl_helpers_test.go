@@ -66,14 +66,14 @@ func startKubectlNode(t *testing.T) *kubectlNode {
 }
 
 // startKubectlNodeWith is startKubectlNode on an emulator configured by
-// cfg (its guest ports are set here).
-func startKubectlNodeWith(t *testing.T, cfg sim.Config) *kubectlNode {
+// cfg (its guest ports are set here), with extra vk-sandbox flags.
+func startKubectlNodeWith(t *testing.T, cfg sim.Config, extraArgs ...string) *kubectlNode {
 	t.Helper()
 	echoAddr := testkit.EchoService(t)
 	ip := hostIP()
 	cfg.GuestPorts = map[int]string{guestPort: echoAddr}
-	n := startNode(t, cfg,
-		"--node-ip", ip, "--listen-addr", net.JoinHostPort(ip, strconv.Itoa(freePort(t))), "--client-ca-file", env.KubeletClientCA)
+	n := startNode(t, cfg, append([]string{
+		"--node-ip", ip, "--listen-addr", net.JoinHostPort(ip, strconv.Itoa(freePort(t))), "--client-ca-file", env.KubeletClientCA}, extraArgs...)...)
 	ns := newNamespace(t)
 	createPod(t, sandboxPod(ns, "box", n.Name))
 	waitRunning(t, ns, "box")

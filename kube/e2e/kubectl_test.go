@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	clientexec "k8s.io/client-go/util/exec"
 
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
@@ -201,5 +202,18 @@ func TestKubectlExecLatencyMeasured(t *testing.T) {
 		t.Logf("measurement: exec over %s through the apiserver, median of %d: %s; direct exec to the emulator: %s; %.1fx, %s added",
 			via, n, through.Round(10*time.Microsecond), direct.Round(10*time.Microsecond),
 			float64(through)/float64(direct), (through - direct).Round(10*time.Microsecond))
+	}
+}
+
+// An exec whose streams carry nothing for --exec-idle-timeout is closed, as
+// the kubelet closes an idle stream, and its command in the guest is killed
+// (a kill is sent only for a command still running when its session ends).
+func TestKubectlExecIdleSessionIsClosedAndItsCommandKilled(t *testing.T) {
+	k := startKubectlNodeWith(t, sim.Config{}, "--exec-idle-timeout", "1s")
+	for i, via := range []execVia{viaWebSocket, viaSPDY} {
+		// sleep 50 outlasts the idle timeout and ends within exec's 60 s.
+		r := k.exec(t, via, nil, false, "sleep", "50")
+		t.Logf("%s: the idle exec ended with %v", via, r.err)
+		testkit.WaitFor(t, waitFor, "the guest's sleep killed", func() bool { return k.counter("agent_kill") == int64(i+1) })
 	}
 }
