@@ -116,28 +116,27 @@ type nodeResult struct {
 }
 
 type report struct {
-	Started      time.Time   `json:"started"`
-	GoVersion    string      `json:"go_version"`
-	NumCPU       int         `json:"num_cpu"`
-	Command      string      `json:"command"`
-	Nodes        int         `json:"nodes"`
-	PodsPerNode  int         `json:"pods_per_node"`
-	ClaimLatency string      `json:"claim_latency"`
-	Workers      int         `json:"workers"`
-	VKArgs       []string    `json:"vk_args,omitempty"`
-	VKEnv        []string    `json:"vk_env,omitempty"`
-	ContentType  string      `json:"content_type"`
-	Bare         *fillResult `json:"bare,omitempty"`
-	BareNodes    *fillResult `json:"bare_as_nodes,omitempty"`
-	NullNodes    *fillResult `json:"null_nodes,omitempty"`
-	Fleet        *fillResult `json:"fleet,omitempty"`
-	Ratio        float64     `json:"fleet_over_bare,omitempty"`       // of watch_wall_s
-	RatioNull    float64     `json:"fleet_over_null_nodes,omitempty"` // of watch_wall_s
-	// CPURatioNull is the nodes' CPU per Pod, fleet over null-nodes.
-	CPURatioNull float64            `json:"cpu_fleet_over_null_nodes,omitempty"`
-	StartS       float64            `json:"nodes_ready_s"`    // all N started → all Ready
-	WatchesNode  map[string]float64 `json:"watches_per_node"` // by resource
-	Start        apiWindow          `json:"start"`            // nodes starting, Ready, and 5 s more
+	Started      time.Time          `json:"started"`
+	GoVersion    string             `json:"go_version"`
+	NumCPU       int                `json:"num_cpu"`
+	Command      string             `json:"command"`
+	Nodes        int                `json:"nodes"`
+	PodsPerNode  int                `json:"pods_per_node"`
+	ClaimLatency string             `json:"claim_latency"`
+	Workers      int                `json:"workers"`
+	VKArgs       []string           `json:"vk_args,omitempty"`
+	VKEnv        []string           `json:"vk_env,omitempty"`
+	ContentType  string             `json:"content_type"`
+	Bare         *fillResult        `json:"bare,omitempty"`
+	BareNodes    *fillResult        `json:"bare_as_nodes,omitempty"`
+	NullNodes    *fillResult        `json:"null_nodes,omitempty"`
+	Fleet        *fillResult        `json:"fleet,omitempty"`
+	Ratio        float64            `json:"fleet_over_bare,omitempty"`           // of watch_wall_s
+	RatioNull    float64            `json:"fleet_over_null_nodes,omitempty"`     // of watch_wall_s
+	CPURatioNull float64            `json:"cpu_fleet_over_null_nodes,omitempty"` // the nodes' CPU per Pod
+	StartS       float64            `json:"nodes_ready_s"`                       // all N started → all Ready
+	WatchesNode  map[string]float64 `json:"watches_per_node"`                    // by resource
+	Start        apiWindow          `json:"start"`                               // nodes starting, Ready, and 5 s more
 	Idle         apiWindow          `json:"idle"`
 	Held         *apiWindow         `json:"held,omitempty"`
 	// EventsTailS is how long after the last Pod was Running the nodes
