@@ -18,8 +18,8 @@
 //
 // No claim, no state file, no Event, no workqueue, no lister, no GET. A
 // write that fails is retried with a backoff until it succeeds, the Pod
-// is gone, or the node stops; a conflict refetches the Pod first. Its own
-// write's echo (a Running Pod) is ignored.
+// is gone, or the node stops; a conflict refetches the Pod first. Updates,
+// its own write's echo among them, are not handled.
 //
 // Usage: nullnode -kubeconfig FILE -node NAME [-workers 16]
 package main
