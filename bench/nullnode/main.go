@@ -16,10 +16,11 @@
 //     provider's (podload.FakeRunning) and does not decode the answer, as
 //     vk-sandbox does not.
 //
-// No claim, no state file, no Event, no workqueue, no lister, no GET. A
-// write that fails is retried with a backoff until it succeeds, the Pod
-// is gone, or the node stops; a conflict refetches the Pod first. Updates,
-// its own write's echo among them, are not handled.
+// No claim, no state file, no Event, no workqueue, no lister, and no GET
+// unless a write conflicts. A write that fails is retried with a backoff
+// until it succeeds, the Pod is gone, or the node stops; a conflict
+// refetches the Pod first. Updates, its own write's echo among them, are
+// not handled.
 //
 // Usage: nullnode -kubeconfig FILE -node NAME [-workers 16]
 package main
