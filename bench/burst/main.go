@@ -8,8 +8,14 @@
 //	                           status updates from this process, no provider
 //	provider                   the vk-sandbox binary with the in-process
 //	                           emulator (pool/sim) as sandboxd
+//	null-node                  bench/nullnode in place of vk-sandbox: the
+//	                           minimal node (one watch, one status write
+//	                           per Pod), the floor of any node
 //	provider-default-limiters  the same with --default-rate-limiters
 //	                           (virtual-kubelet's 10 qps / burst 100 queues)
+//
+// The table ends with the ratios of one run's modes: provider / null-node
+// beside provider / bare (also in FILE.json, "ratios").
 //
 // Usage: go run ./bench/burst [-n 100,1000] [-modes ...] [-out FILE.json]
 //
@@ -58,7 +64,7 @@ func parseOptions() (*options, error) {
 	o := &options{}
 	var sizes, modes, vkArgs, vkEnv string
 	flag.StringVar(&sizes, "n", "100,1000", "comma-separated burst sizes")
-	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeDefault}, ","), "comma-separated modes: bare, provider, provider-default-limiters, null-node (not by default: a node that only watches its Pods and writes them Running, the floor of vk-sandbox's CPU per Pod)")
+	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeNull, modeDefault}, ","), "comma-separated modes: bare, provider, null-node (bench/nullnode, a minimal node that only watches its Pods and writes each Running once: the floor of a node's time and CPU per Pod), provider-default-limiters")
 	flag.DurationVar(&o.claimLatency, "claim-latency", 500*time.Microsecond, "emulator claim latency (sim.Config.ClaimLatency)")
 	flag.StringVar(&o.out, "out", "bench/results/burst-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the per-Pod CSV goes beside it with a .csv extension")
 	flag.BoolVar(&o.keep, "keep", false, "leave the control plane up after the runs, print KUBECONFIG, wait for ^C")
@@ -110,6 +116,7 @@ type report struct {
 	ContentType  string      `json:"content_type"`
 	VKEnv        []string    `json:"vk_env,omitempty"`
 	Runs         []runResult `json:"runs"`
+	Ratios       []ratios    `json:"ratios"`
 }
 
 type runResult struct {
@@ -228,6 +235,7 @@ func run(ctx context.Context, o *options) error {
 			r, pods := b.run(ctx, n, m)
 			logf("run: N=%d mode=%s: %d/%d Running in %.3fs (errors %d %s)", n, m, r.Running, n, r.WallS, r.Errors, r.LastError)
 			rep.Runs = append(rep.Runs, r)
+			rep.Ratios = runRatios(rep.Runs)
 			rows = append(rows, podRows(r, pods)...)
 			if err := writeOutputs(o.out, rep, rows); err != nil {
 				return err

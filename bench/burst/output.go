@@ -112,7 +112,31 @@ func printTable(w *os.File, runs []runResult) {
 		fmt.Fprintf(w, "  %d %s: %s\n", r.N, r.Mode, topRequests(r.APIRequests, 8))
 	}
 
-	fmt.Fprintln(w, "\nratios of wall_s (in brackets: of watch_s, the same measurement in both modes):")
+	fmt.Fprintln(w, "\nratios of wall_s (in brackets: of watch_s, the same measurement in every mode); null-node is the minimal node, the floor of any node:")
+	for _, x := range runRatios(runs) {
+		fmt.Fprintf(w, "N=%d  provider/null-node = %s   provider/bare = %s   null-node/bare = %s   default-limiters/provider = %s\n", x.N,
+			x.ProviderNull, x.ProviderBare, x.NullBare, x.DefaultProvider)
+		if x.CPUProviderNull != "-" {
+			fmt.Fprintf(w, "N=%d  node CPU per Pod: provider / null-node = %s\n", x.N, x.CPUProviderNull)
+		}
+	}
+}
+
+// ratios are one burst size's comparisons between modes of the same run,
+// as printed ("-": a mode was not run). Wall ratios read "wall [watch]",
+// with " (partial)" when either run did not finish.
+type ratios struct {
+	N               int    `json:"n"`
+	ProviderNull    string `json:"provider_over_null_node"`
+	ProviderBare    string `json:"provider_over_bare"`
+	NullBare        string `json:"null_node_over_bare"`
+	DefaultProvider string `json:"default_limiters_over_provider"`
+	// CPUProviderNull is vk-sandbox's CPU over the null node's, with each
+	// one's ms per Pod: "1.50 (0.750 / 0.500 ms)".
+	CPUProviderNull string `json:"cpu_provider_over_null_node"`
+}
+
+func runRatios(runs []runResult) []ratios {
 	byKey := map[string]runResult{}
 	var sizes []int
 	for _, r := range runs {
@@ -136,16 +160,18 @@ func printTable(w *os.File, runs []runResult) {
 		}
 		return s
 	}
+	out := make([]ratios, 0, len(sizes))
 	for _, n := range sizes {
-		fmt.Fprintf(w, "N=%d  provider/bare = %s   default-limiters/provider = %s   null-node/bare = %s\n", n,
-			ratio(n, modeProvider, modeBare), ratio(n, modeDefault, modeProvider), ratio(n, modeNull, modeBare))
-		if p, ok := byKey[fmt.Sprint(n, modeProvider)]; ok {
-			if z, ok := byKey[fmt.Sprint(n, modeNull)]; ok && nodeCPU(z) > 0 {
-				fmt.Fprintf(w, "N=%d  node CPU per Pod: provider / null-node = %.2f (%.3f / %.3f ms)\n", n,
-					nodeCPU(p)/nodeCPU(z), 1000*nodeCPU(p)/float64(n), 1000*nodeCPU(z)/float64(n))
-			}
+		x := ratios{N: n, ProviderNull: ratio(n, modeProvider, modeNull), ProviderBare: ratio(n, modeProvider, modeBare),
+			NullBare: ratio(n, modeNull, modeBare), DefaultProvider: ratio(n, modeDefault, modeProvider), CPUProviderNull: "-"}
+		p, okp := byKey[fmt.Sprint(n, modeProvider)]
+		z, okz := byKey[fmt.Sprint(n, modeNull)]
+		if okp && okz && nodeCPU(z) > 0 {
+			x.CPUProviderNull = fmt.Sprintf("%.2f (%.3f / %.3f ms)", nodeCPU(p)/nodeCPU(z), 1000*nodeCPU(p)/float64(n), 1000*nodeCPU(z)/float64(n))
 		}
+		out = append(out, x)
 	}
+	return out
 }
 
 // nodeCPU is the CPU seconds of the run's node process.

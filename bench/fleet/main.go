@@ -7,6 +7,8 @@
 //
 //	bare   the apiserver's own limit: the same N x P creates plus N x P
 //	       status writes from this process (podload.RunBare), no provider
+//	null-nodes  N bench/nullnode processes (minimal nodes) in place of the
+//	       nodes: the floor of N nodes (off with -null-nodes=false)
 //	nodes  N vk-sandbox processes start; the watches they open are counted
 //	idle   -idle of nothing: requests per node from the apiserver's metrics
 //	fleet  N x P Pods created at once; time until the last is Running
@@ -63,7 +65,7 @@ func parseOptions() *options {
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "cap of one fill; a fill that hits it reports partial completion")
 	flag.BoolVar(&o.inventory, "inventory", true, "nodes run with --publish-inventory, as the shipped DaemonSet does (the NodeInventory CRD is installed)")
 	flag.BoolVar(&o.bareAsNodes, "bare-as-nodes", false, "also measure bare with the nodes' side of the load and no provider: status writes as each node's user, and one spec.nodeName Pod watch per node")
-	flag.BoolVar(&o.nullNodes, "null-nodes", false, "also measure N bench/nullnode processes in place of the nodes (each watches its Pods and writes them Running, as its node's user): the floor of N client-go nodes on this machine")
+	flag.BoolVar(&o.nullNodes, "null-nodes", true, "also measure N bench/nullnode processes in place of the nodes (minimal nodes: each watches its Pods and writes each Running once, as its node's user): the floor of N nodes on this machine")
 	flag.BoolVar(&o.bare, "bare", true, "also measure the bare apiserver limit (same creates and status writes, no provider)")
 	flag.StringVar(&o.out, "out", "bench/results/fleet-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the CSVs and SVGs go beside it")
 	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
@@ -129,10 +131,12 @@ type report struct {
 	BareNodes    *fillResult        `json:"bare_as_nodes,omitempty"`
 	NullNodes    *fillResult        `json:"null_nodes,omitempty"`
 	Fleet        *fillResult        `json:"fleet,omitempty"`
-	Ratio        float64            `json:"fleet_over_bare,omitempty"` // of watch_wall_s
-	StartS       float64            `json:"nodes_ready_s"`             // all N started → all Ready
-	WatchesNode  map[string]float64 `json:"watches_per_node"`          // by resource
-	Start        apiWindow          `json:"start"`                     // nodes starting, Ready, and 5 s more
+	Ratio        float64            `json:"fleet_over_bare,omitempty"`           // of watch_wall_s
+	RatioNull    float64            `json:"fleet_over_null_nodes,omitempty"`     // of watch_wall_s
+	CPURatioNull float64            `json:"cpu_fleet_over_null_nodes,omitempty"` // the nodes' CPU per Pod
+	StartS       float64            `json:"nodes_ready_s"`                       // all N started → all Ready
+	WatchesNode  map[string]float64 `json:"watches_per_node"`                    // by resource
+	Start        apiWindow          `json:"start"`                               // nodes starting, Ready, and 5 s more
 	Idle         apiWindow          `json:"idle"`
 	Held         *apiWindow         `json:"held,omitempty"`
 	// EventsTailS is how long after the last Pod was Running the nodes
@@ -279,9 +283,7 @@ func (f *fleet) phases(ctx context.Context, rep *report) error {
 	for i, n := range f.nodes {
 		f.res[i].FillReqs = r.API.PerNode[n.name]
 	}
-	if rep.Bare != nil && rep.Bare.WatchS > 0 {
-		rep.Ratio = r.WatchS / rep.Bare.WatchS
-	}
+	rep.setRatios()
 	if rep.EventsTailS, err = f.eventsSettle(ctx); err != nil {
 		return err
 	}

@@ -92,6 +92,33 @@ func plot(in, series, title string) {
 	}
 }
 
+// setRatios sets the fleet's ratios to the bare and null-nodes fills of
+// the same run.
+func (rep *report) setRatios() {
+	r := rep.Fleet
+	if rep.Bare != nil && rep.Bare.WatchS > 0 {
+		rep.Ratio = r.WatchS / rep.Bare.WatchS
+	}
+	if z := rep.NullNodes; z != nil && z.WatchS > 0 {
+		rep.RatioNull = r.WatchS / z.WatchS
+		if c := podload.NodeCPU(z.CPU); c > 0 {
+			rep.CPURatioNull = podload.NodeCPU(r.CPU) / c
+		}
+	}
+}
+
+// over is a's last Running by watch over b's, "-" when either is missing.
+func over(a, b *fillResult) string {
+	if a == nil || b == nil || b.WatchS == 0 {
+		return "-"
+	}
+	s := fmt.Sprintf("%.2f", a.WatchS/b.WatchS)
+	if !a.Complete || !b.Complete {
+		s += " (partial)"
+	}
+	return s
+}
+
 func printTables(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "\n%d nodes x %d Pods (%d), %d create workers, claim latency %s\n", rep.Nodes, rep.PodsPerNode, rep.Nodes*rep.PodsPerNode, rep.Workers, rep.ClaimLatency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -109,18 +136,14 @@ func printTables(w io.Writer, rep *report) {
 			c["kube-apiserver"], c["etcd"], podload.NodeCPU(c), c["harness"], c["other"], r.LoadAvg)
 	}
 	tw.Flush()
-	if rep.Ratio > 0 {
-		fmt.Fprintf(w, "fleet / bare (last Running by watch) = %.2f\n", rep.Ratio)
+	fmt.Fprintf(w, "fleet / null-nodes = %s   fleet / bare = %s   null-nodes / bare = %s   (last Running by watch; null-nodes: minimal nodes, the floor)\n",
+		over(rep.Fleet, rep.NullNodes), over(rep.Fleet, rep.Bare), over(rep.NullNodes, rep.Bare))
+	if b := rep.BareNodes; b != nil {
+		fmt.Fprintf(w, "fleet / bare-nodes (last Running by watch) = %s\n", over(rep.Fleet, b))
 	}
-	if b := rep.BareNodes; b != nil && b.WatchS > 0 && rep.Fleet != nil {
-		fmt.Fprintf(w, "fleet / bare-nodes (last Running by watch) = %.2f\n", rep.Fleet.WatchS/b.WatchS)
-	}
-	if z := rep.NullNodes; z != nil && z.WatchS > 0 && rep.Fleet != nil {
-		fmt.Fprintf(w, "fleet / null-nodes (last Running by watch) = %.2f\n", rep.Fleet.WatchS/z.WatchS)
-		if rep.Bare != nil && rep.Bare.WatchS > 0 {
-			fmt.Fprintf(w, "null-nodes / bare (last Running by watch) = %.2f\n", z.WatchS/rep.Bare.WatchS)
-		}
-		fmt.Fprintf(w, "node CPU ms per Pod per node: fleet %.3f, null-nodes %.3f\n", 1000*rep.Fleet.CPU["vk-sandbox"]/float64(rep.Fleet.Pods), 1000*z.CPU["nullnode"]/float64(z.Pods))
+	if z := rep.NullNodes; z != nil && rep.Fleet != nil && rep.CPURatioNull > 0 {
+		fmt.Fprintf(w, "node CPU per Pod: fleet / null-nodes = %.2f (%.3f / %.3f ms per Pod per node)\n", rep.CPURatioNull,
+			1000*podload.NodeCPU(rep.Fleet.CPU)/float64(rep.Fleet.Pods), 1000*podload.NodeCPU(z.CPU)/float64(z.Pods))
 	}
 	fmt.Fprintf(w, "Events went on %.1fs after the last Pod was Running\n", rep.EventsTailS)
 	fmt.Fprintf(w, "\nnodes Ready %.1fs after the first started; watches opened per node: %v\n", rep.StartS, rep.WatchesNode)

@@ -1,16 +1,28 @@
-// Command nullnode is the least a client-go node can do for a Pod: watch
-// the Pods bound to its node name and write each one Running once. No
-// claim, no state file, no Events, no virtual-kubelet controller.
-// bench/burst runs it as the null-node mode, so that vk-sandbox's CPU per
-// Pod can be read against the cost of the Kubernetes API work alone, in
+// Command nullnode is a minimal node: the least a client-go node can do
+// for a Pod. bench/burst (null-node mode) and bench/fleet (-null-nodes)
+// run it in place of vk-sandbox, in its own process, so that vk-sandbox's
+// time and CPU per Pod are read against the Kubernetes API work alone, in
 // the same run.
 //
-// It speaks to the apiserver as vk-sandbox does by default: protobuf, no
-// compression, client limits 1000 / 2000, and vk-sandbox's own Pod
-// informer (kube.NodePods: field selector, no managedFields). Its status
-// write decodes the answer (the typed client; vk-sandbox skips that).
+// It opens one informer on the Pods bound to its node name (field selector
+// spec.nodeName, protobuf, no compression, no resync) and starts -workers
+// status writers (16). Per Pod, and nothing else:
 //
-// Usage: nullnode -kubeconfig FILE -node NAME [-workers 10]
+//   - the watch event is decoded into the informer's cache, with its
+//     managedFields dropped, as vk-sandbox's cache does;
+//   - if the Pod is not Running, the event handler hands the cached Pod to
+//     a free writer (the informer's listener buffers the Pods waiting);
+//   - the writer sends one PUT of pods/status with a status close to the
+//     provider's (podload.FakeRunning) and does not decode the answer, as
+//     vk-sandbox does not.
+//
+// No claim, no state file, no Event, no workqueue, no lister, and no GET
+// unless a write conflicts. A write that fails is retried with a backoff
+// until it succeeds, the Pod is gone, or the node stops; a conflict
+// refetches the Pod first. Updates, its own write's echo among them, are
+// not handled.
+//
+// Usage: nullnode -kubeconfig FILE -node NAME [-workers 16]
 package main
 
 import (
@@ -21,23 +33,25 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
-	"github.com/cocoonstack/vk-sandbox/kube"
 )
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the apiserver")
 	node := flag.String("node", "", "node name: the Pods bound to it are written Running")
-	workers := flag.Int("workers", 10, "concurrent status writes")
+	workers := flag.Int("workers", 16, "status writers")
 	contentType := flag.String("content-type", podload.DefaultContentType, "encoding spoken to the apiserver")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -52,6 +66,9 @@ func run(ctx context.Context, kubeconfig, node string, workers int, contentType 
 	if node == "" {
 		return fmt.Errorf("-node is required")
 	}
+	if workers < 1 {
+		return fmt.Errorf("-workers %d: want at least 1", workers)
+	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -61,14 +78,19 @@ func run(ctx context.Context, kubeconfig, node string, workers int, contentType 
 	if err != nil {
 		return err
 	}
-	f := kube.NodePods(cs, node) // vk-sandbox's own watch and cache
-	pods := f.Core().V1().Pods()
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	defer q.ShutDown()
-	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+		}),
+		informers.WithTransform(dropManagedFields))
+	pending := make(chan *corev1.Pod) // unbuffered: the informer's listener holds the backlog
+	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok && p.Status.Phase != corev1.PodRunning {
-				q.Add(cache.MetaObjectToName(p).String())
+				select {
+				case pending <- p:
+				case <-ctx.Done():
+				}
 			}
 		},
 	}); err != nil {
@@ -77,38 +99,78 @@ func run(ctx context.Context, kubeconfig, node string, workers int, contentType 
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	fmt.Println("ready") // bench/burst starts the burst on this line
-	var seq atomic.Int64 // distinct Pod IPs
+	w := &writer{cs: cs}
 	for range workers {
 		go func() {
-			for write(ctx, cs, pods.Lister(), q, &seq) {
+			for {
+				select {
+				case p := <-pending:
+					w.writeRunning(ctx, p)
+				case <-ctx.Done():
+					return
+				}
 			}
 		}()
 	}
 	<-ctx.Done()
+	f.Shutdown()
 	return nil
 }
 
-// write takes one key from q and writes that Pod Running, requeueing it
-// on an error; false once q is shut down.
-func write(ctx context.Context, cs kubernetes.Interface, pods corelisters.PodLister, q workqueue.TypedRateLimitingInterface[string], seq *atomic.Int64) bool {
-	key, shutdown := q.Get()
-	if shutdown {
-		return false
+// dropManagedFields is the informer's transform: nothing here reads them.
+// The informer owns each object it decodes, so it may change it in place.
+func dropManagedFields(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
 	}
-	defer q.Done(key)
-	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	p, err := pods.Pods(ns).Get(name)
-	if err != nil || p.Status.Phase == corev1.PodRunning {
-		q.Forget(key)
-		return true
+	return obj, nil
+}
+
+type writer struct {
+	cs  kubernetes.Interface
+	seq atomic.Int64 // distinct Pod IPs
+}
+
+// writeRunning writes cached's status Running, retrying until it is
+// written, the Pod is gone or ctx ends. cached belongs to the informer's
+// cache and is never changed: the status goes on a shallow copy.
+func (w *writer) writeRunning(ctx context.Context, cached *corev1.Pod) {
+	p := *cached
+	p.Status = podload.FakeRunning(cached, int(w.seq.Add(1)-1))
+	op := func() error {
+		err := w.putStatus(ctx, &p)
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsNotFound(err):
+			return backoff.Permanent(err)
+		case apierrors.IsConflict(err):
+			fresh, gerr := w.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(gerr) {
+				return backoff.Permanent(gerr)
+			}
+			if gerr == nil {
+				if fresh.UID != cached.UID || fresh.Status.Phase == corev1.PodRunning {
+					return nil // a new Pod of that name (its own Add comes), or already written
+				}
+				p.ObjectMeta = fresh.ObjectMeta
+				p.ManagedFields = nil
+			}
+		}
+		return err
 	}
-	p = p.DeepCopy()
-	p.Status = podload.FakeRunning(p, int(seq.Add(1)-1))
-	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		fmt.Fprintf(os.Stderr, "nullnode: status of %s: %v\n", key, err)
-		q.AddRateLimited(key)
-		return true
+	notify := func(err error, _ time.Duration) {
+		fmt.Fprintf(os.Stderr, "nullnode: status of %s/%s: %v (retrying)\n", p.Namespace, p.Name, err)
 	}
-	q.Forget(key)
-	return true
+	if err := backoff.RetryNotify(op, backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0)), ctx), notify); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "nullnode: status of %s/%s: %v\n", p.Namespace, p.Name, err)
+	}
+}
+
+// putStatus sends p's status and reads, but does not decode, the answer;
+// an error is decoded (IsNotFound and IsConflict work on it).
+func (w *writer) putStatus(ctx context.Context, p *corev1.Pod) error {
+	return w.cs.CoreV1().RESTClient().Put().
+		Namespace(p.Namespace).Resource("pods").Name(p.Name).SubResource("status").
+		Body(p).Do(ctx).Error()
 }
