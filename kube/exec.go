@@ -52,7 +52,7 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, name, _ string
 	defer release()
 	ctx, stop := p.boundToClaim(ctx, c)
 	defer stop()
-	ag := p.Sandboxd.Agent(c.ID, c.Token)
+	ag := p.sandboxd.Agent(c.ID, c.Token)
 	defer ag.Close()
 	var code int
 	if attach.TTY() {
@@ -131,7 +131,7 @@ func (p *Provider) runBuffered(ctx context.Context, c sandbox, cmd []string, att
 	if err != nil {
 		return err
 	}
-	res, err := p.Sandboxd.Exec(ctx, c.ID, c.Token, pool.ExecRequest{Argv: cmd, TimeoutSeconds: secs})
+	res, err := p.sandboxd.Exec(ctx, c.ID, c.Token, pool.ExecRequest{Argv: cmd, TimeoutSeconds: secs})
 	if err != nil {
 		p.log.Log(ctx, refusalLevel(err), "exec refused", "pod", c.Key, "sandbox", c.ID, "error", err)
 		return explain(err, pool.VerbExec, c.ID, 0, secs)

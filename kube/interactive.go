@@ -31,7 +31,7 @@ type Sandboxd interface {
 // lacks reports whether the node's sandboxd is known to lack what has
 // says, and names the verb for the error kubectl shows.
 func (p *Provider) lacks(has func(pool.Features) bool) bool {
-	f, ok := p.Sandboxd.Features()
+	f, ok := p.sandboxd.Features()
 	return ok && !has(f)
 }
 
@@ -60,7 +60,7 @@ func (p *Provider) target(namespace, name string) (sandbox, error) {
 	if pod == nil {
 		return sandbox{}, errdefs.NotFoundf("pod %s is not known to this node", key)
 	}
-	if p.Sandboxd == nil {
+	if p.sandboxd == nil {
 		return sandbox{}, errors.New("this node has no sandboxd client for interactive requests")
 	}
 	id, token, ok := p.engine.Credential(key, string(pod.UID))

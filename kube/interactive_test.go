@@ -89,7 +89,7 @@ type interactive struct {
 	pod   *corev1.Pod
 }
 
-func newInteractive(t *testing.T, cfg sim.Config, token string) *interactive {
+func newInteractive(t *testing.T, cfg sim.Config, token string, opts ...func(*ProviderOptions)) *interactive {
 	t.Helper()
 	cfg.RootToken = interactiveRoot
 	cfg.NodeToken = "node-tok-interactive-test"
@@ -109,9 +109,11 @@ func newInteractive(t *testing.T, cfg sim.Config, token string) *interactive {
 		t.Fatal(err)
 	}
 	it := &interactive{sim: s, c: c, sbx: &recordingSandboxd{Sandboxd: c}, eng: &claimsEngine{claims: map[string]pipeline.ClaimView{}, tokens: map[string]string{}}, claim: cr}
-	it.prov = NewProvider(nil, nil, slog.New(slog.DiscardHandler))
-	it.prov.SetEngine(it.eng)
-	it.prov.Sandboxd = it.sbx
+	o := ProviderOptions{Log: slog.New(slog.DiscardHandler), Sandboxd: it.sbx}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	it.prov = providerOver(t, it.eng, o)
 	it.pod = it.addPod("box", cr, corev1.PodRunning)
 	return it
 }
@@ -361,3 +363,15 @@ type nopStream struct{}
 func (nopStream) Read([]byte) (int, error)    { return 0, io.EOF }
 func (nopStream) Write(b []byte) (int, error) { return len(b), nil }
 func (nopStream) Close() error                { return nil }
+
+// providerOver builds a provider over a fixed engine (one that does not
+// report to it).
+func providerOver(t testing.TB, eng Engine, o ProviderOptions) *Provider {
+	t.Helper()
+	o.Engine = func(pipeline.Reporter) (Engine, error) { return eng, nil }
+	p, err := NewProvider(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

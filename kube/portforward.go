@@ -29,7 +29,7 @@ func (p *Provider) PortForward(ctx context.Context, namespace, name string, port
 	if err != nil {
 		return err
 	}
-	conn, err := p.Sandboxd.DialPort(ctx, c.ID, c.Token, int(port))
+	conn, err := p.sandboxd.DialPort(ctx, c.ID, c.Token, int(port))
 	if err != nil {
 		p.log.Log(ctx, refusalLevel(err), "port-forward refused", "pod", namespace+"/"+name, "sandbox", c.ID, "port", port, "error", err)
 		return explain(err, pool.VerbPorts, c.ID, int(port), 0)

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -30,19 +31,19 @@ type Engine interface {
 }
 
 // Provider is the virtual-kubelet provider (PodLifecycleHandler and
-// PodNotifier). It also implements pipeline.Reporter; call SetEngine before
-// the node runs.
+// PodNotifier). It also implements pipeline.Reporter: NewProvider builds it
+// and the pipeline that reports to it in one step.
 type Provider struct {
-	// PodClient, when set, lets DeletePod remove a decided Pod object at once
+	// podClient, when set, lets DeletePod remove a decided Pod object at once
 	// (grace 0, UID precondition), as a kubelet does once its containers
 	// stopped; otherwise virtual-kubelet waits out the grace period.
-	PodClient corev1client.PodsGetter
-	// Sandboxd, when set, serves the interactive surfaces: exec,
+	podClient corev1client.PodsGetter
+	// sandboxd, when set, serves the interactive surfaces: exec,
 	// port-forward and stats (see interactive.go). Without it they answer
 	// that sandboxd is not wired.
-	Sandboxd Sandboxd
-	// NodeName names the node in the stats summary.
-	NodeName string
+	sandboxd Sandboxd
+	// nodeName names the node in the stats summary.
+	nodeName string
 
 	engine Engine
 	auth   *Authorizer
@@ -76,19 +77,41 @@ func (p *Provider) podIPFallback() netip.Addr {
 	return netip.Addr{}
 }
 
-// NewProvider builds a provider. events may be nil (no Kubernetes Events).
-func NewProvider(auth *Authorizer, events record.EventRecorder, log *slog.Logger) *Provider {
-	if log == nil {
-		log = slog.Default()
-	}
-	if events == nil {
-		events = &record.FakeRecorder{}
-	}
-	return &Provider{auth: auth, events: events, log: log, cache: newPodCache(), started: time.Now()}
+// ProviderOptions is what a Provider is built from.
+type ProviderOptions struct {
+	Authorizer *Authorizer
+	Events     record.EventRecorder // nil: no Kubernetes Events
+	Log        *slog.Logger
+	PodClient  corev1client.PodsGetter // see Provider.podClient
+	Sandboxd   Sandboxd                // see Provider.sandboxd
+	NodeName   string
+	Sessions   SessionLimits // zero fields take DefaultSessionLimits'
+	// Engine builds the claim pipeline the provider feeds, given the
+	// provider as the pipeline's Reporter. Required.
+	Engine func(pipeline.Reporter) (Engine, error)
 }
 
-// SetEngine wires the pipeline (which in turn reports to this provider).
-func (p *Provider) SetEngine(e Engine) { p.engine = e }
+// NewProvider builds a provider and, through o.Engine, its pipeline.
+func NewProvider(o ProviderOptions) (*Provider, error) {
+	if o.Engine == nil {
+		return nil, errors.New("kube: a provider needs an Engine")
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Events == nil {
+		o.Events = &record.FakeRecorder{}
+	}
+	p := &Provider{auth: o.Authorizer, events: o.Events, log: o.Log, cache: newPodCache(), started: time.Now(),
+		podClient: o.PodClient, sandboxd: o.Sandboxd, nodeName: o.NodeName}
+	p.sessions.limits = o.Sessions.withDefaults()
+	eng, err := o.Engine(p)
+	if err != nil {
+		return nil, err
+	}
+	p.engine = eng
+	return p, nil
+}
 
 func podKey(pod *corev1.Pod) string { return joinKey(pod.Namespace, pod.Name) }
 
@@ -219,7 +242,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 			p.events.Eventf(pod, corev1.EventTypeNormal, EventPreserved, "VM preserved for a replacement Pod (%s)", res.Verdict.Reason)
 		}
 	}
-	if p.cache.remove(ref.Key, ref.UID) && pod.DeletionTimestamp != nil && p.PodClient != nil {
+	if p.cache.remove(ref.Key, ref.UID) && pod.DeletionTimestamp != nil && p.podClient != nil {
 		p.finishDelete(ctx, pod)
 	}
 	return nil
@@ -261,7 +284,7 @@ func (p *Provider) push(pod *corev1.Pod) {
 func (p *Provider) finishDelete(ctx context.Context, pod *corev1.Pod) {
 	zero := int64(0)
 	uid := pod.UID
-	err := p.PodClient.Pods(pod.Namespace).Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{
+	err := p.podClient.Pods(pod.Namespace).Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

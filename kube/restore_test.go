@@ -40,21 +40,23 @@ func startRestoreNode(t *testing.T, sbx *pool.Client, path string, auth *Authori
 		t.Fatalf("store.Open: %v", err)
 	}
 	n := &restoreNode{st: st, events: record.NewFakeRecorder(64), running: make(chan *corev1.Pod, 8)}
-	n.prov = NewProvider(auth, n.events, slog.New(slog.DiscardHandler))
+	n.prov, err = NewProvider(ProviderOptions{Authorizer: auth, Events: n.events, Log: slog.New(slog.DiscardHandler),
+		Engine: func(rep pipeline.Reporter) (Engine, error) {
+			n.eng, err = pipeline.New(pipeline.Config{
+				Node: "restore-node", Shards: 1, Workers: 2,
+				Sandboxd: sbx, Store: st, Reporter: rep, Owners: auth.RecordedOwner,
+				Logger: slog.New(slog.DiscardHandler), VerifyInterval: 50 * time.Millisecond,
+			})
+			return n.eng, err
+		}})
+	if err != nil {
+		t.Fatalf("NewProvider: %v", err)
+	}
 	n.prov.NotifyPods(context.Background(), func(p *corev1.Pod) {
 		if p.Status.Phase == corev1.PodRunning {
 			n.running <- p
 		}
 	})
-	n.eng, err = pipeline.New(pipeline.Config{
-		Node: "restore-node", Shards: 1, Workers: 2,
-		Sandboxd: sbx, Store: st, Reporter: n.prov, Owners: auth.RecordedOwner,
-		Logger: slog.New(slog.DiscardHandler), VerifyInterval: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatalf("pipeline.New: %v", err)
-	}
-	n.prov.SetEngine(n.eng)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { defer close(ran); n.eng.Run(ctx) }()

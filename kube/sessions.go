@@ -75,19 +75,9 @@ func (s *sessionSet) acquire(key string) (func(), error) {
 	}, nil
 }
 
-// SetSessionLimits sets the session caps and idle timeout; call it before
-// the node serves.
-func (p *Provider) SetSessionLimits(l SessionLimits) {
-	p.sessions.mu.Lock()
-	defer p.sessions.mu.Unlock()
-	p.sessions.limits = l.withDefaults()
-}
-
 // IdleTimeout is the streaming idle timeout the kubelet API applies.
 func (p *Provider) IdleTimeout() time.Duration {
-	p.sessions.mu.Lock()
-	defer p.sessions.mu.Unlock()
-	return p.sessions.limits.withDefaults().IdleTimeout
+	return p.sessions.limits.IdleTimeout // set once, by NewProvider
 }
 
 // claimCheckEvery is how often a session checks that its Pod still holds

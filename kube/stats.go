@@ -42,7 +42,7 @@ func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
 		}
 	}
 	slices.SortFunc(out, func(a, b usage) int { return strings.Compare(podKey(a.pod), podKey(b.pod)) })
-	if p.Sandboxd == nil || p.Sandboxd.Tenant() {
+	if p.sandboxd == nil || p.sandboxd.Tenant() {
 		return out, false
 	}
 	// Each read writes only its own index; out is not grown from here on.
@@ -56,10 +56,10 @@ func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
 			continue
 		}
 		g.Go(func() error {
-			if p.Sandboxd.Tenant() || p.lacks(func(f pool.Features) bool { return f.Stats }) {
+			if p.sandboxd.Tenant() || p.lacks(func(f pool.Features) bool { return f.Stats }) {
 				return nil // no usage: the token or the node cannot read it
 			}
-			st, err := p.Sandboxd.Stats(ctx, cv.ID)
+			st, err := p.sandboxd.Stats(ctx, cv.ID)
 			switch {
 			case errors.Is(err, pool.ErrForbidden):
 				p.tenantStats.Do(func() {
@@ -87,7 +87,7 @@ func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
 func (p *Provider) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
 	us, _ := p.collect(ctx)
 	sum := &statsv1alpha1.Summary{
-		Node: statsv1alpha1.NodeStats{NodeName: p.NodeName, StartTime: metav1.NewTime(p.started)},
+		Node: statsv1alpha1.NodeStats{NodeName: p.nodeName, StartTime: metav1.NewTime(p.started)},
 		Pods: make([]statsv1alpha1.PodStats, 0, len(us)),
 	}
 	for _, u := range us {

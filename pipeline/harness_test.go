@@ -183,6 +183,12 @@ func startEngine(t testing.TB, cfg pipeline.Config) *pipeline.Engine {
 	if err != nil {
 		t.Fatalf("pipeline.New: %v", err)
 	}
+	runEngine(t, e)
+	return e
+}
+
+// runEngine runs e until the test ends.
+func runEngine(t testing.TB, e *pipeline.Engine) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { defer close(ran); e.Run(ctx) }()
@@ -190,7 +196,6 @@ func startEngine(t testing.TB, cfg pipeline.Config) *pipeline.Engine {
 		cancel()
 		<-ran // Run returns once Shutdown has waited for every worker
 	})
-	return e
 }
 
 // rig is the usual set: emulator, root client, real store (no fsync), engine.

@@ -170,16 +170,24 @@ func TestR7Soak(t *testing.T) {
 	env := newSoakSim(t)
 	st := openStore(t, tempStorePath(t), false)
 	auth := &kube.Authorizer{Dynamic: goneOwners{}}
-	prov := kube.NewProvider(auth, nil, quiet)
-	pods := &soakPods{waiting: map[types.UID]chan *corev1.Pod{}}
-	prov.NotifyPods(context.Background(), pods.notify)
 	cfg := testConfig(env.root, st, nil)
-	cfg.Reporter, cfg.Observer, cfg.Owners = prov, nil, auth.RecordedOwner
+	cfg.Observer, cfg.Owners = nil, auth.RecordedOwner
 	// The delete tombstones are a bounded store: fill it before the
 	// checkpoint, so that growth past it is a leak, not the bound filling.
 	cfg.Tombstones = 512
-	eng := startEngine(t, cfg)
-	prov.SetEngine(eng)
+	var eng *pipeline.Engine
+	prov, err := kube.NewProvider(kube.ProviderOptions{Authorizer: auth, Log: quiet, Engine: func(rep pipeline.Reporter) (kube.Engine, error) {
+		cfg.Reporter = rep
+		var err error
+		eng, err = pipeline.New(cfg)
+		return eng, err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := &soakPods{waiting: map[types.UID]chan *corev1.Pod{}}
+	prov.NotifyPods(context.Background(), pods.notify)
+	runEngine(t, eng)
 
 	var next atomic.Int64
 	// run drives cycles until `upto` have been started, loops at a time.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -84,29 +83,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	defer stopEvents()
 
 	auth := &kube.Authorizer{Dynamic: dyn, Timeout: cfg.OwnerGetTimeout, Mapper: kube.NewOwnerMapper(client.Discovery())}
-	prov := kube.NewProvider(auth, recorder, log)
-	prov.PodClient = client.CoreV1()
-	prov.Sandboxd, prov.NodeName = sbx, cfg.NodeName
-	prov.SetSessionLimits(kube.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout})
-	eng, err := pipeline.New(pipeline.Config{
-		Node:   cfg.NodeName,
-		Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
-		Sandboxd: sbx, Store: st, Reporter: prov, Owners: auth.RecordedOwner, Observer: tel.Metrics, Logger: log,
-		RequeueMax: cfg.RequeueMax, SettleWindow: cfg.SettleWindow,
-		LeaseCheckInterval: cfg.LeaseCheckInterval, ReauthorizeInterval: cfg.ReauthorizeInterval,
-		OrphanScanInterval: cfg.OrphanScanInterval, OrphanObserver: tel.Metrics,
-	})
-	if err != nil {
-		return err
-	}
-	prov.SetEngine(eng)
-	if n := prov.Restore(eng.Range); n > 0 {
-		log.Info("restored claims from the state file; Pods deleted while this process was down are released or preserved by their owner", "rows", n)
-	}
-	tel.Metrics.RegisterBuildInfo(buildInfo())
-	tel.Metrics.RegisterWorkers(cfg.Shards, cfg.WorkersPerShard)
-	tel.Metrics.RegisterQueueDepth(eng.QueueDepths)
-	tel.Metrics.RegisterClaims(eng.Counts)
 
 	labels, err := parseLabels(cfg.NodeLabels)
 	if err != nil {
@@ -125,46 +101,64 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	case !cfg.UnsafeKubeletNoAuth:
 		log.Warn("no --client-ca-file: the apiserver's kubelet client certificate is not verified, so kubectl exec, port-forward, logs and top through the apiserver are refused 401")
 	}
-	node, err := kube.NewNode(kube.NodeOptions{
-		Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
-		CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
-		Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers, Metrics: tel.Metrics,
-		RetryMax: cfg.RequeueMax, DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
-		Health: kube.NodeHealthOptions{Sandboxd: sbx, PingInterval: cfg.SandboxdPingInterval, StateDir: filepath.Dir(cfg.StatePath), Log: log},
-	}, prov)
-	if err != nil {
-		return err
-	}
-
-	// The engine and every loop beside it outlive the node's intake (ctx)
-	// and are joined at the end of run, before the deferred Close of the
-	// state file.
-	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopEngine()
-	var loops sync.WaitGroup
-	loops.Go(func() { probeSandboxd(engCtx, sbx, prov, eng, cfg.PodIPFallback, cfg.NodeIP, log) })
 	features := &featureWatch{sbx: sbx, log: log, metrics: tel.Metrics}
+	loops := []func(context.Context, *kube.Daemon){
+		func(ctx context.Context, d *kube.Daemon) {
+			probeSandboxd(ctx, sbx, d.Provider(), d.Engine(), cfg.PodIPFallback, cfg.NodeIP, log)
+		},
+		func(ctx context.Context, d *kube.Daemon) {
+			warnUntilReady(ctx, d.Node().Ready(), d.Node().Checks, rc.Host, log)
+		},
+	}
 	if cfg.SandboxdDetect {
-		loops.Go(func() { features.run(engCtx) })
+		loops = append(loops, func(ctx context.Context, _ *kube.Daemon) { features.run(ctx) })
 	} else {
 		features.off()
 	}
-	engDone := make(chan struct{})
-	go func() { eng.Run(engCtx); close(engDone) }()
+	var inv *kube.InventoryPublisher
 	if cfg.PublishInventory {
-		inv := &kube.InventoryPublisher{
-			Dynamic: dyn, Sandboxd: sbx, Claims: eng, Node: cfg.NodeName,
-			Address: cfg.AdvertiseAddr, Log: log, Metrics: tel.Metrics,
-		}
-		loops.Go(func() { inv.Run(engCtx, cfg.PublishInterval) })
+		inv = &kube.InventoryPublisher{Dynamic: dyn, Sandboxd: sbx, Node: cfg.NodeName, Address: cfg.AdvertiseAddr, Log: log, Metrics: tel.Metrics}
 	}
+	d, err := kube.NewDaemon(kube.DaemonConfig{
+		Provider: kube.ProviderOptions{
+			Authorizer: auth, Events: recorder, Log: log, PodClient: client.CoreV1(), Sandboxd: sbx, NodeName: cfg.NodeName,
+			Sessions: kube.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout},
+		},
+		Pipeline: pipeline.Config{
+			Node:   cfg.NodeName,
+			Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
+			Sandboxd: sbx, Store: st, Observer: tel.Metrics, Logger: log,
+			RequeueMax: cfg.RequeueMax, SettleWindow: cfg.SettleWindow,
+			LeaseCheckInterval: cfg.LeaseCheckInterval, ReauthorizeInterval: cfg.ReauthorizeInterval,
+			OrphanScanInterval: cfg.OrphanScanInterval, OrphanObserver: tel.Metrics,
+		},
+		Node: kube.NodeOptions{
+			Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
+			CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
+			Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers, Metrics: tel.Metrics,
+			RetryMax: cfg.RequeueMax, DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
+			Health: kube.NodeHealthOptions{Sandboxd: sbx, PingInterval: cfg.SandboxdPingInterval, StateDir: filepath.Dir(cfg.StatePath), Log: log},
+		},
+		Inventory: inv, InventoryInterval: cfg.PublishInterval,
+		Loops:           loops,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Log:             log,
+	})
+	if err != nil {
+		return err
+	}
+	eng := d.Engine()
+	tel.Metrics.RegisterBuildInfo(buildInfo())
+	tel.Metrics.RegisterWorkers(cfg.Shards, cfg.WorkersPerShard)
+	tel.Metrics.RegisterQueueDepth(eng.QueueDepths)
+	tel.Metrics.RegisterClaims(eng.Counts)
 
 	if cfg.MetricsAddr != "" {
 		ln, err := telemetry.Listen(cfg.MetricsAddr, nil, telemetry.DefaultServerLimits)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
 		}
-		h := tel.HandlerWithDetail(readiness(node.Checks, st.Health, features.notes))
+		h := tel.HandlerWithDetail(readiness(d.Node().Checks, st.Health, features.notes))
 		if cfg.Profiling {
 			h = telemetry.WithProfiling(h)
 		}
@@ -178,35 +172,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 
 	log.Info("vk-sandbox starting", "node", cfg.NodeName, "sandboxd", cfg.SandboxdURL, "state", cfg.StatePath, "version", version)
-	nodeErr := make(chan error, 1)
-	go func() { nodeErr <- node.Run(ctx) }()
-	go warnUntilReady(ctx, node.Ready(), node.Checks, rc.Host, log)
-	select {
-	case err = <-nodeErr:
-		if ctx.Err() == nil {
-			err = fmt.Errorf("virtual node: %w", err)
-		} else {
-			err = nil
-		}
-	case <-ctx.Done():
-		log.Info("shutdown: stopping intake")
-		select {
-		case <-nodeErr:
-		case <-time.After(cfg.ShutdownTimeout):
-			log.Warn("shutdown: the virtual node did not stop in time")
-		}
-	}
-	// In-flight transactions finish (or roll back); queued ones stay Pending
-	// for the next process. The loops end with them. Then the deferred Close
-	// flushes the state file.
-	stopEngine()
-	select {
-	case <-engDone:
-	case <-time.After(cfg.ShutdownTimeout):
-		log.Warn("shutdown: in-flight claims did not finish in time")
-	}
-	loops.Wait()
-	return err
+	// Run returns once everything it started has ended; the deferred Close
+	// then flushes the state file.
+	return d.Run(ctx)
 }
 
 // restConfig follows client-go's loading rules, with in-cluster config

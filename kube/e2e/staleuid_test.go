@@ -52,12 +52,15 @@ func newStaleRig(t *testing.T) *staleRig {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	_, dyn := clients(t)
-	prov := kube.NewProvider(&kube.Authorizer{Dynamic: dyn}, nil, slog.Default())
-	eng, err := pipeline.New(pipeline.Config{Sandboxd: client, Store: st, Reporter: prov})
+	var eng *pipeline.Engine
+	prov, err := kube.NewProvider(kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: slog.Default(),
+		Engine: func(rep pipeline.Reporter) (kube.Engine, error) {
+			eng, err = pipeline.New(pipeline.Config{Sandboxd: client, Store: st, Reporter: rep})
+			return eng, err
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov.SetEngine(eng)
 	go eng.Run(ctx)
 	return &staleRig{prov: prov, eng: eng, sim: s, ns: newNamespace(t)}
 }

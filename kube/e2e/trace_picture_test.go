@@ -132,31 +132,29 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 	}
 	cs, dyn := clients(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	prov := kube.NewProvider(&kube.Authorizer{Dynamic: dyn}, nil, log)
-	prov.PodClient = cs.CoreV1()
-	eng, err := pipeline.New(pipeline.Config{Sandboxd: sbx, Store: st, Reporter: prov, Observer: tel.Metrics, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov.SetEngine(eng)
 	tlsCfg, err := kube.KubeletTLS("", "", name, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := kube.NewNode(kube.NodeOptions{
-		Name: name, ListenAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)), TLS: tlsCfg, Version: "e2e", Client: cs,
-		EventRecorder: &record.FakeRecorder{},
-	}, prov)
+	d, err := kube.NewDaemon(kube.DaemonConfig{
+		Provider: kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: log, PodClient: cs.CoreV1()},
+		Pipeline: pipeline.Config{Sandboxd: sbx, Store: st, Observer: tel.Metrics, Logger: log},
+		Node: kube.NodeOptions{
+			Name: name, ListenAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)), TLS: tlsCfg, Version: "e2e", Client: cs,
+			EventRecorder: &record.FakeRecorder{},
+		},
+		Log: log,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go eng.Run(ctx)
-	nodeDone := make(chan error, 1)
-	go func() { nodeDone <- node.Run(ctx) }()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-nodeDone
-		eng.Shutdown()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
 		_ = st.Close()
 		srv.Close()
 		_ = s.Close()
