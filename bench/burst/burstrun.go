@@ -48,12 +48,17 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return failed(err)
 		}
-		node, err = startVK(ctx, b.cs, nodeOpts{
+		no := nodeOpts{
 			bin: b.vkBin, kubeconfig: b.env.Kubeconfig, dir: dir, name: r.Node, n: n,
-			claimLatency: b.o.claimLatency, api: b.o.sandboxdAPI, loseAnswers: b.o.loseAnswers, defaultLimiters: mode == modeDefault, metrics: b.o.metrics,
+			claimLatency: b.o.claimLatency, api: b.o.sandboxdAPI, loseAnswers: b.o.loseAnswers, metrics: b.o.metrics,
 			extraArgs: b.o.vkArgs,
 			env:       b.o.vkEnv,
-		})
+		}
+		if mode == modeDefault {
+			node, err = startInProcess(ctx, b.cs, b.env.Config, no)
+		} else {
+			node, err = startVK(ctx, b.cs, no)
+		}
 		if err != nil {
 			return failed(err)
 		}
@@ -149,7 +154,10 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 		}
 		if err := node.stop(); err != nil {
 			r.VKExit = err.Error()
-			logf("vk-sandbox exit: %v; log tail:\n%s", err, node.vk.Tail(20))
+			logf("vk-sandbox exit: %v", err)
+			if node.vk != nil {
+				logf("log tail:\n%s", node.vk.Tail(20))
+			}
 		} else {
 			r.VKExit = "0"
 		}

@@ -37,7 +37,7 @@ func childPID(comm string) int {
 func startPerf(dir, tag string, node *vkNode) func() {
 	_ = os.MkdirAll(dir, 0o755)
 	pids := map[string]int{"kube-apiserver": childPID("kube-apiserver")}
-	if node != nil {
+	if node != nil && node.vk != nil {
 		pids["vk-sandbox"] = node.vk.Pid()
 	}
 	var cmds []*exec.Cmd

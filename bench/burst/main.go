@@ -11,8 +11,9 @@
 //	null-node                  bench/nullnode in place of vk-sandbox: the
 //	                           minimal node (one watch, one status write
 //	                           per Pod), the floor of any node
-//	provider-default-limiters  the same with --default-rate-limiters
-//	                           (virtual-kubelet's 10 qps / burst 100 queues)
+//	provider-default-limiters  the provider run in this process (kube.NewDaemon)
+//	                           with virtual-kubelet's 10 qps / burst 100 queues,
+//	                           an option only the library has
 //
 // The table ends with the ratios of one run's modes: provider / null-node
 // beside provider / bare (also in FILE.json, "ratios").

@@ -30,13 +30,15 @@ func isProvider(mode string) bool { return mode == modeProvider || mode == modeD
 
 // vkNode is one emulator plus one vk-sandbox process (kubetest.VKSandbox).
 type vkNode struct {
-	sim      *sim.Server
-	srv      *httptest.Server
-	vk       *kubetest.VKSandbox
-	metrics  string // host:port, or "" when not exposed
-	id       pipeline.Identity
-	stopOnce sync.Once
-	exitErr  error
+	sim *sim.Server
+	srv *httptest.Server
+	vk  *kubetest.VKSandbox // nil for a provider run in this process
+	// inProcess stops a provider run in this process (startInProcess).
+	inProcess func() error
+	metrics   string // host:port, or "" when not exposed
+	id        pipeline.Identity
+	stopOnce  sync.Once
+	exitErr   error
 }
 
 type nodeOpts struct {
@@ -45,19 +47,24 @@ type nodeOpts struct {
 	claimLatency               time.Duration
 	api                        string  // the emulator's API version ("" the newest)
 	loseAnswers                float64 // the emulator's lost-answer rate
-	defaultLimiters, metrics   bool
+	metrics                    bool
 	extraArgs                  []string
 	env                        []string // added to vk-sandbox's environment
+}
+
+// simConfig is the emulator of a provider run.
+func (o nodeOpts) simConfig() sim.Config {
+	return sim.Config{
+		RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: o.n + 64},
+		ClaimLatency: o.claimLatency, MaxClaims: 0, APIVersion: o.api, LoseAnswerRate: o.loseAnswers,
+	}
 }
 
 // startVK starts the emulator and vk-sandbox, and waits for the node to be
 // Ready: readiness is a precondition of the run, not part of the
 // measurement.
 func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode, error) {
-	s, err := sim.New(sim.Config{
-		RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: o.n + 64},
-		ClaimLatency: o.claimLatency, MaxClaims: 0, APIVersion: o.api, LoseAnswerRate: o.loseAnswers,
-	})
+	s, err := sim.New(o.simConfig())
 	if err != nil {
 		return nil, err
 	}
@@ -74,9 +81,6 @@ func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode,
 		}
 		vo.MetricsAddr = "127.0.0.1:" + strconv.Itoa(port)
 	}
-	if o.defaultLimiters {
-		vo.Args = append(vo.Args, "--default-rate-limiters")
-	}
 	vo.Args = append(vo.Args, o.extraArgs...)
 	vo.Env = o.env
 	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -92,8 +96,11 @@ func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode,
 // vk-sandbox's exit error (nil: exit 0). Idempotent.
 func (v *vkNode) stop() error {
 	v.stopOnce.Do(func() {
-		if v.vk != nil {
+		switch {
+		case v.vk != nil:
 			v.exitErr = v.vk.Terminate()
+		case v.inProcess != nil:
+			v.exitErr = v.inProcess()
 		}
 		v.srv.Close()
 		_ = v.sim.Close()

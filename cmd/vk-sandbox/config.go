@@ -60,7 +60,6 @@ type config struct {
 	ExecIdleTimeout                        time.Duration
 	LeaseCheckInterval                     time.Duration
 	ShutdownTimeout                        time.Duration
-	DefaultRateLimiters                    bool
 	UnsafeKubeletNoAuth                    bool
 	UnsafeNoFsync                          bool
 	Version                                bool
@@ -139,7 +138,6 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", kube.DefaultOwnerGetTimeout, "timeout of the owner GET on delete; a timeout preserves the VM")
 	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight claims")
-	fs.BoolVar(&c.DefaultRateLimiters, "default-rate-limiters", false, "keep virtual-kubelet's 10 qps/100 burst queue limiter (benchmark comparison only)")
 	fs.BoolVar(&c.UnsafeKubeletNoAuth, "unsafe-kubelet-no-auth", false, "serve the kubelet API without TokenReview/SubjectAccessReview (tests only)")
 	fs.BoolVar(&c.UnsafeNoFsync, "unsafe-no-fsync", false, "do not fsync the state file (benchmarks only: a crash loses release credentials)")
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")

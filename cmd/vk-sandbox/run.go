@@ -136,7 +136,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
 			CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
 			Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers, Metrics: tel.Metrics,
-			RetryMax: cfg.RequeueMax, DefaultRateLimiters: cfg.DefaultRateLimiters, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
+			RetryMax: cfg.RequeueMax, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
 			Health: kube.NodeHealthOptions{Sandboxd: sbx, PingInterval: cfg.SandboxdPingInterval, StateDir: filepath.Dir(cfg.StatePath), Log: log},
 		},
 		Inventory: inv, InventoryInterval: cfg.PublishInterval,
