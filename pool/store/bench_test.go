@@ -217,3 +217,63 @@ func BenchmarkRestart(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCommitGather is BenchmarkCommit at node scale (2,000 held rows,
+// one committer per claim worker: 256) with the writer's gather on and off,
+// interleaved: what the yields earn in commits per fsync and throughput.
+func BenchmarkCommitGather(b *testing.B) {
+	const held = 2_000
+	for _, on := range []bool{true, false} {
+		b.Run(fmt.Sprintf("held=2k/fsync=on/gather=%s", onOff(on)), func(b *testing.B) {
+			gatherOn = on
+			defer func() { gatherOn = true }()
+			obs := &countingObserver{}
+			s := mustOpen(b, statePath(b), Options{Observer: obs})
+			defer s.Close()
+			keys := benchKeys(held)
+			preload(b, s, keys)
+			base := obs.commits.Load()
+			b.ResetTimer()
+			storm(b, s, keys, b.N, 42)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+			b.ReportMetric(float64(b.N)/float64(obs.commits.Load()-base), "puts/fsync")
+		})
+	}
+}
+
+// BenchmarkRestartDecode is Open of a compacted 100k-row log with the fast
+// record decoder and with encoding/json alone, interleaved.
+func BenchmarkRestartDecode(b *testing.B) {
+	const held = 100_000
+	path := statePath(b)
+	s := mustOpen(b, path, Options{UnsafeNoFsync: true})
+	preload(b, s, benchKeys(held))
+	mustClose(b, s)
+	for _, fast := range []bool{true, false} {
+		name := "held=100k/decode=json"
+		if fast {
+			name = "held=100k/decode=fast"
+		}
+		b.Run(name, func(b *testing.B) {
+			fastDecodeOn = fast
+			defer func() { fastDecodeOn = true }()
+			for i := 0; i < b.N; i++ {
+				s := mustOpen(b, path, Options{})
+				if s.Len() != held {
+					b.Fatalf("loaded %d rows", s.Len())
+				}
+				b.StopTimer()
+				mustClose(b, s)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}

@@ -112,7 +112,9 @@ func (s *Store) run() {
 		if err == nil {
 			s.maybeCompact()
 		}
-		s.q.gather(len(batch))
+		if gatherOn {
+			s.q.gather(len(batch))
+		}
 	}
 }
 

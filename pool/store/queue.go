@@ -121,12 +121,18 @@ func (q *queue) take(spare []*request) []*request {
 	}
 }
 
+// gatherOn is false only in BenchmarkCommit's gather=off.
+var gatherOn = true
+
 // gather lets the woken callers of the batch just acknowledged queue their
 // next commits before the writer takes the next batch. They sit in the
 // writer's run queue, and without a yield they would wait behind its
 // syscalls and miss the batch: batches shrink and fsyncs multiply. It yields
 // until all of them are back or the queue stops growing for two yields in a
 // row, so an idle store pays two yields per commit, and it never sleeps.
+//
+// BenchmarkCommit's gather=off turns it off (gatherOn), to show what it
+// earns at node scale (bench/README.md).
 func (q *queue) gather(woken int) {
 	target := q.len() + woken
 	still := 0
