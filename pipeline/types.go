@@ -94,7 +94,7 @@ type ClaimView struct {
 }
 
 // OwnerKnown: the row records its owner (or that there is none), as rows
-// migrated from the reference format do not.
+// migrated from the JSON claims document do not.
 func (v ClaimView) OwnerKnown() bool { return v.Owner != store.OwnerUnknown }
 
 func viewOf(c store.Claim, st State) ClaimView {
