@@ -220,10 +220,11 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 // GetPod is served from memory. It returns every Pod that holds a claim:
 // virtual-kubelet deletes through it.
 func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
-	if pod := p.cache.get(pipeline.JoinKey(namespace, name)); pod != nil {
+	key := pipeline.JoinKey(namespace, name)
+	if pod := p.cache.get(key); pod != nil {
 		return pod, nil
 	}
-	return nil, errdefs.NotFoundf("pod %s/%s is not known to this node", namespace, name)
+	return nil, errdefs.NotFoundf("pod %s is not known to this node", key)
 }
 
 // GetPodStatus is served from memory.
