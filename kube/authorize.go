@@ -86,7 +86,7 @@ func (a *Authorizer) RecordedOwner(ctx context.Context, key string, c pipeline.C
 	if !ok {
 		return pipeline.Verdict{Reason: ReasonOwnerUnnamed}
 	}
-	ns, _, _ := splitKey(key)
+	ns, _, _ := pipeline.SplitKey(key)
 	return a.ask(ctx, ns, owner)
 }
 

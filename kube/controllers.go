@@ -32,7 +32,8 @@ const informerResync = 10 * time.Minute
 // The Pod informer the pod controller watches through drops the echo of
 // the provider's own claim write (echoFilteredPods), and its cache holds
 // Pods without their managedFields: nothing on the node reads them, and
-// they were a third of each Pod's bytes in every copy and status write.
+// they are a large share of each Pod's bytes in every copy and status
+// write.
 // The apiserver takes a status write's managedFields from the stored Pod,
 // never from the request, so none is lost there.
 //

@@ -9,9 +9,9 @@ import (
 
 // QuietRecorder drops virtual-kubelet's Normal "ProviderCreateSuccess"
 // Event: CreatePod only queues the claim, so that Event says nothing, and
-// SandboxClaimed follows with the facts. In a 1,000-Pod burst the two
-// together overflowed client-go's 1,000-event broadcaster queue, and about
-// 800 Events were dropped. Warnings always pass.
+// SandboxClaimed follows with the facts. In a burst, two Normal Events per
+// Pod outrun client-go's broadcaster, which queues at most 1,000 and then
+// drops new Events without a word. Warnings always pass.
 func QuietRecorder(r record.EventRecorder) record.EventRecorder {
 	return filtered{r, func(_, reason string) bool { return reason != vkCreateSuccess }}
 }
@@ -31,10 +31,9 @@ func WarningsOnly(r record.EventRecorder) record.EventRecorder {
 //
 // Why a budget: client-go's broadcaster writes one Event at a time per
 // node and queues the rest; once 1,000 wait it drops new ones without a
-// word. 3,000- and 5,000-Pod bursts lost about half and three quarters
-// of their SandboxClaimed Events that way. Shedding here, at a rate the
-// writer keeps up with (the kubelet's default is 50 per second, burst
-// 100), makes every Event either written or counted.
+// word, so a burst larger than the queue loses Events unseen. Shedding
+// here, at a rate the writer keeps up with (the kubelet's default is 50 per
+// second, burst 100), makes every Event either written or counted.
 func Budgeted(r record.EventRecorder, budget *rate.Limiter, shed func(reason string)) record.EventRecorder {
 	return filtered{r, func(typ, reason string) bool {
 		if typ != corev1.EventTypeNormal || budget.Allow() {

@@ -11,6 +11,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
@@ -55,7 +56,7 @@ var _ Sandboxd = (*pool.Client)(nil)
 // A quarantined or tentative claim, or one held for an older or newer
 // generation of the name, is not the Pod's yet.
 func (p *Provider) target(namespace, name string) (sandbox, error) {
-	key := joinKey(namespace, name)
+	key := pipeline.JoinKey(namespace, name)
 	pod := p.cache.get(key)
 	if pod == nil {
 		return sandbox{}, errdefs.NotFoundf("pod %s is not known to this node", key)

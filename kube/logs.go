@@ -6,6 +6,8 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
 // GetContainerLogs says where a sandbox's output is instead: sandboxd does
@@ -13,7 +15,7 @@ import (
 // answer is an InvalidInput (400), which the apiserver hands to kubectl
 // word for word.
 func (p *Provider) GetContainerLogs(_ context.Context, namespace, name, _ string, _ api.ContainerLogOpts) (io.ReadCloser, error) {
-	key := joinKey(namespace, name)
+	key := pipeline.JoinKey(namespace, name)
 	pod := p.cache.get(key)
 	if pod == nil {
 		return nil, errdefs.NotFoundf("pod %s is not known to this node", key)

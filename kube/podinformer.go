@@ -21,9 +21,9 @@ var writtenBack = []string{AnnClaimID, AnnDeadline, AnnPodUID}
 // provider's own write: a Pod whose written-back annotations changed and
 // nothing else that virtual-kubelet acts on. Without it, every claim costs
 // a second full sync of its Pod, whose deep comparisons (go-cmp over the
-// whole object) were about a fifth of the process's CPU in a 1,000-Pod
-// burst, and which can only conclude that nothing changed: the provider's
-// own copy already carries those annotations. It also hands an update
+// whole object) are among the costliest work on the node, and which can
+// only conclude that nothing changed: the provider's own copy already
+// carries those annotations. It also hands an update
 // that changes the Pod's UID over as a delete and a create (see OnUpdate).
 type echoFilteredPods struct {
 	corev1informers.PodInformer

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
@@ -31,11 +32,11 @@ func (p *Provider) PortForward(ctx context.Context, namespace, name string, port
 	}
 	conn, err := p.sandboxd.DialPort(ctx, c.ID, c.Token, int(port))
 	if err != nil {
-		p.log.Log(ctx, refusalLevel(err), "port-forward refused", "pod", namespace+"/"+name, "sandbox", c.ID, "port", port, "error", err)
+		p.log.Log(ctx, refusalLevel(err), "port-forward refused", "pod", pipeline.JoinKey(namespace, name), "sandbox", c.ID, "port", port, "error", err)
 		return explain(err, pool.VerbPorts, c.ID, int(port), 0)
 	}
 	if err := relay(stream, conn); err != nil {
-		p.log.DebugContext(ctx, "port-forward ended", "pod", namespace+"/"+name, "sandbox", c.ID, "port", port, "error", err)
+		p.log.DebugContext(ctx, "port-forward ended", "pod", pipeline.JoinKey(namespace, name), "sandbox", c.ID, "port", port, "error", err)
 		return fmt.Errorf("port %d in sandbox %s: %w", port, c.ID, err)
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,14 +112,7 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	return p, nil
 }
 
-func podKey(pod *corev1.Pod) string { return joinKey(pod.Namespace, pod.Name) }
-
-// joinKey and splitKey build and parse a Pod key, "namespace/name": the
-// key of a claim, of the state file's rows and of the Pod cache. They are
-// the only places that know its shape.
-func joinKey(namespace, name string) string { return namespace + "/" + name }
-
-func splitKey(key string) (namespace, name string, ok bool) { return strings.Cut(key, "/") }
+func podKey(pod *corev1.Pod) string { return pipeline.JoinKey(pod.Namespace, pod.Name) }
 
 func refOf(pod *corev1.Pod) pipeline.PodRef {
 	ref := pipeline.PodRef{Key: podKey(pod), UID: string(pod.UID)}
@@ -251,10 +243,11 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 // GetPod is served from memory. It returns every Pod that holds a claim:
 // virtual-kubelet deletes through it.
 func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
-	if pod := p.cache.get(joinKey(namespace, name)); pod != nil {
+	key := pipeline.JoinKey(namespace, name)
+	if pod := p.cache.get(key); pod != nil {
 		return pod, nil
 	}
-	return nil, errdefs.NotFoundf("pod %s/%s is not known to this node", namespace, name)
+	return nil, errdefs.NotFoundf("pod %s is not known to this node", key)
 }
 
 // GetPodStatus is served from memory.

@@ -23,7 +23,7 @@ const annRestored = "sandbox.cocoonstack.io/restored-from-state"
 func (p *Provider) Restore(rangeRows func(func(key string, c pipeline.ClaimView) bool)) int {
 	n := 0
 	rangeRows(func(key string, c pipeline.ClaimView) bool {
-		ns, name, ok := splitKey(key)
+		ns, name, ok := pipeline.SplitKey(key)
 		if !ok {
 			return true
 		}

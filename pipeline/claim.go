@@ -142,11 +142,11 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 // ownerMatches is the adoption rule: the same controller owner, compared in
 // full (apiVersion/kind/name and UID), or no owner on either side. A UID
 // alone is no proof: a Pod may copy a live owner's UID under another
-// owner's name. The reference format adopted on the Pod's name alone,
-// handing an old VM to a new owner.
+// owner's name. Adopting on the Pod's name alone would hand an old VM to a
+// new owner.
 //
 // Two kinds of row record less than a full owner:
-//   - owner unknown (migrated from the reference format): adopted by the
+//   - owner unknown (migrated from the JSON claims document): adopted by the
 //     next Pod of its key, which records its owner; nothing could
 //     authorize releasing it;
 //   - owner UID without a name (an older row format): adopted only by a

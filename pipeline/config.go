@@ -69,8 +69,11 @@ type Config struct {
 	OrphanObserver                                              OrphanObserver
 }
 
-// Defaults are the values Config's zero fields take, and the defaults of
-// vk-sandbox's matching flags: the one place they are set.
+// Defaults are the values Config's zero fields take: the one place the
+// library's defaults are set, and the source of vk-sandbox's matching flag
+// defaults. One value differs in the binary: --queue-depth defaults to
+// --node-pods (cmd/vk-sandbox/config.go, settle; docs/configuration.md),
+// because every shard must have room for every Pod the node admits.
 var Defaults = Config{
 	Node: "vk-sandboxd", Shards: 8, Workers: 32, QueueDepth: 1024,
 	RequeueMin: time.Second, RequeueMax: 30 * time.Second, ReleaseTimeout: 10 * time.Second,

@@ -31,7 +31,7 @@ type DeleteResult struct {
 // from the deleted Pod: a Pod's ownerReferences can be edited by whoever
 // may patch Pods, so they are a claim to authority, not proof. podVerdict,
 // the verdict of the Pod's own controller owner, is asked only where no
-// owner is recorded: a row migrated from the reference format, and VMs
+// owner is recorded: a row migrated from the JSON claims document, and VMs
 // that no row holds (which no user was ever given).
 //
 // Concurrent deletes of one UID share one decision (virtual-kubelet may call
@@ -80,7 +80,8 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 	}
 	if v.Release && !v.FromOwner && !c.OwnerKnown() {
 		// A bare Pod's delete is no authority over a row whose owner is
-		// unknown (migrated from the reference): that Pod may have had one.
+		// unknown (migrated from the JSON claims document): that Pod may
+		// have had one.
 		v = Verdict{Reason: ReasonOwnerUnknown}
 	}
 	span.SetAttributes(attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.verdict.release", v.Release),
@@ -108,8 +109,8 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 
 // verdictFor is where a held row's delete verdict comes from: the owner
 // recorded with the claim, compared in full (Owners); the deleted Pod's own
-// owner only for a row that records none (migrated from the reference
-// format), and then only a verdict read from an owner object releases it
+// owner only for a row that records none (migrated from the JSON claims
+// document), and then only a verdict read from an owner object releases it
 // (see delete).
 func (e *Engine) verdictFor(key string, c store.Claim, podVerdict func(context.Context) Verdict) func(context.Context) Verdict {
 	if !c.OwnerKnown() {

@@ -306,21 +306,12 @@ func (e *Engine) forgetRow(key string) {
 func (e *Engine) cancelIntent(uid string) { e.shardFor(uid).cancel(uid) }
 
 func refAttrs(r PodRef) []attribute.KeyValue {
-	ns, name := splitKey(r.Key)
+	ns, name, _ := SplitKey(r.Key)
 	return []attribute.KeyValue{
 		attribute.String("k8s.namespace.name", ns),
 		attribute.String("k8s.pod.name", name),
 		attribute.String("k8s.pod.uid", r.UID),
 	}
-}
-
-func splitKey(key string) (ns, name string) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:]
-		}
-	}
-	return "", key
 }
 
 // keyErr names the Pod and the cause, never a token.

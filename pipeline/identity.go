@@ -23,7 +23,7 @@ import (
 // Every path that goes looking for VMs no row holds (the startup listing,
 // lost-response recovery, deletes without a row, the orphan audit) takes
 // only VMs that pass Owns. Rows in the state file are held by sandbox id,
-// so rows migrated from the reference's claims.json keep working.
+// so rows migrated from the JSON claims document keep working.
 type Identity struct {
 	Node string
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // seedRow writes a row for a live VM into a state file, as a previous
-// process (or the migration of the reference's claims.json) left it, and
+// process (or the migration of a JSON claims document) left it, and
 // starts an engine over it once sandboxd has vouched for the row.
 func seedRow(t *testing.T, env *simEnv, key string, c store.Claim, mod func(*pipeline.Config)) (*pipeline.Engine, *store.Store, *reporter, pool.ClaimResponse) {
 	t.Helper()
@@ -42,11 +42,11 @@ func seedRow(t *testing.T, env *simEnv, key string, c store.Claim, mod func(*pip
 	return e, st, rep, vm
 }
 
-// A row migrated from the reference records no owner. That is its own
-// state, not a bare Pod's: the delete of a Pod without an owner (such as
-// the stub restored from the row) does not release it, an owner lookup's
-// release verdict does, a same-owner replacement adopts it, and the first
-// Pod of the row's own UID fills its owner in.
+// A row migrated from the JSON claims document records no owner. That is
+// its own state, not a bare Pod's: the delete of a Pod without an owner
+// (such as the stub restored from the row) does not release it, an owner
+// lookup's release verdict does, a same-owner replacement adopts it, and the
+// first Pod of the row's own UID fills its owner in.
 func TestOwnerUnknownRowIsNeitherBareNorReleasedWithoutAnOwnersVerdict(t *testing.T) {
 	unknown := store.Claim{PodUID: "uid-ref", Owner: store.OwnerUnknown}
 	t.Run("bare-delete-preserves", func(t *testing.T) {

@@ -152,13 +152,11 @@ func sample(t *testing.T, tp *sdktrace.TracerProvider, cycles int) soakSample {
 // deleted UIDs, the store's compaction buffer, pooled connections.
 //
 // CI: a checkpoint at cycle 1,000, the end at 11,000. The 10,000 measured
-// cycles are sized for the bound, not for speed. On the development
-// machine the live heap at the checkpoint is about 8 MiB, allocated once
-// (most of it the tombstone cache's sketch and filter, and package state of
-// the linked libraries), and it moves by under 1 % over them (about 3 %
-// under -race). A
-// leak of 256 bytes per delete, which an audit found the previous bound
-// let pass, adds about 2.9 MiB there: +35 %, far above the 10 %. Full: a
+// cycles are sized for the bound, not for speed: the live heap at the
+// checkpoint is mostly allocated once (the tombstone cache's sketch and
+// filter, package state of the linked libraries), so a leak of 256 bytes
+// per delete over them lands far above the 10 %, while a clean run stays
+// well inside it (docs/reliability.md, R7, has the figures). Full: a
 // checkpoint at 1,000, the end at 50,000.
 func TestR7Soak(t *testing.T) {
 	total, early := 11000, 1000

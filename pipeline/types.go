@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -17,6 +18,15 @@ type PodRef struct {
 }
 
 func (r PodRef) String() string { return r.Key }
+
+// JoinKey and SplitKey build and parse a Pod key, "namespace/name": the key
+// of a claim, of the state file's rows and of kube's Pod cache. No other code
+// builds or splits one (Identity.Owns only checks that a listed key has one
+// "/").
+func JoinKey(namespace, name string) string { return namespace + "/" + name }
+
+// SplitKey reports ok false for a key without a "/".
+func SplitKey(key string) (namespace, name string, ok bool) { return strings.Cut(key, "/") }
 
 // ClaimSpec is what a claim asks sandboxd for (parsed annotations).
 type ClaimSpec struct {
@@ -84,7 +94,7 @@ type ClaimView struct {
 }
 
 // OwnerKnown: the row records its owner (or that there is none), as rows
-// migrated from the reference format do not.
+// migrated from the JSON claims document do not.
 func (v ClaimView) OwnerKnown() bool { return v.Owner != store.OwnerUnknown }
 
 func viewOf(c store.Claim, st State) ClaimView {

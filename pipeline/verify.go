@@ -40,7 +40,8 @@ func (e *Engine) verifyStartup(ctx context.Context) {
 
 func (e *Engine) verifyOnce(ctx context.Context) error {
 	// The whole listing: quarantined rows are vouched for by sandbox id,
-	// whoever made them (rows migrated from the reference carry no labels).
+	// whoever made them (rows migrated from the JSON claims document carry
+	// no labels).
 	rows, err := e.sbx.List(ctx, pool.ListOptions{})
 	if err != nil {
 		return err

@@ -194,7 +194,7 @@ func printClaimsTable(out io.Writer, r store.Report, now time.Time) {
 	_ = w.Flush()
 	fmt.Fprintf(out, "%d claims; format version %d", len(r.Rows), r.Version)
 	if r.Reference {
-		fmt.Fprint(out, " (the reference's claims.json, migrated at the next start)")
+		fmt.Fprint(out, " (a JSON claims document, migrated at the next start)")
 	}
 	fmt.Fprintln(out)
 	if t := r.Torn; t != nil {

@@ -82,7 +82,7 @@ func TestClaimsFailsOnAMissingOrUnreadablePath(t *testing.T) {
 }
 
 // Words are checked and flags work on either side of them: a flag after
-// an unknown word used to be ignored.
+// the word is parsed, and an unknown word is refused.
 func TestClaimsArguments(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {

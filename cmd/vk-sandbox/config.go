@@ -157,7 +157,7 @@ func (c *config) settle() error {
 		}
 	}
 	if c.NodePods <= 0 {
-		c.NodePods = 2000
+		c.NodePods = kube.DefaultNodeOptions.Pods
 	}
 	if c.OwnerGetTimeout <= 0 {
 		c.OwnerGetTimeout = kube.DefaultOwnerGetTimeout

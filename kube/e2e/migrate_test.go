@@ -13,10 +13,10 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
-// A node upgraded from the reference provider starts on its claims.json,
-// whose rows record no owner. The Pod of such a row is gone, so
-// virtual-kubelet deletes its restored stub at startup: that is no authority
-// over the VM, which is preserved. A same-name Pod under an owner then
+// A node upgraded from a provider that kept a JSON claims document starts
+// on that claims.json, whose rows record no owner. The Pod of such a row is
+// gone, so virtual-kubelet deletes its restored stub at startup: that is no
+// authority over the VM, which is preserved. A same-name Pod under an owner then
 // adopts it, and its owner's deletion releases it.
 func TestMigratedRowWithUnknownOwnerIsPreservedThenAdopted(t *testing.T) {
 	n := startNode(t, sim.Config{})
@@ -51,7 +51,7 @@ func TestMigratedRowWithUnknownOwnerIsPreservedThenAdopted(t *testing.T) {
 		t.Fatalf("the Pod runs %s, want the migrated VM %s adopted", got, vm.ID)
 	}
 	if c := n.counter("claim_ok"); c != 1 {
-		t.Errorf("claim_ok = %d, want 1 (the reference's claim only)", c)
+		t.Errorf("claim_ok = %d, want 1 (the migrated claim only)", c)
 	}
 	deleteOwner(t, ns, "p")
 	deletePod(t, ns, "p")

@@ -71,11 +71,12 @@ type r1Crash struct {
 	suspects    map[string]string
 }
 
-// TestR1CrashKill is the crash test of issue 7: the real binary against the
-// real apiserver and the emulator, owner+Pod pairs created and deleted,
-// vk-sandbox SIGKILLed at random points and restarted each time. Each kill
-// is also a power cut of the state disk (r1Disk), where FUSE is available:
-// unsynced writes are lost or torn. At every kill, with the binary dead: every sandbox the emulator holds is in the
+// TestR1CrashKill is suite R1 of docs/reliability.md (crash under SIGKILL):
+// the real binary against the real apiserver and the emulator, owner+Pod
+// pairs created and deleted, vk-sandbox SIGKILLed at random points and
+// restarted each time. Each kill is also a power cut of the state disk
+// (r1Disk), where FUSE is available: unsynced writes are lost or torn. At
+// every kill, with the binary dead: every sandbox the emulator holds is in the
 // state file (or its claim was in flight and must be resolved), and every
 // Pod reported Running whose owner lives has its claim in the state file.
 // Throughout: no sandbox is released while its owner is alive. At the end,

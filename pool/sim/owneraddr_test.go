@@ -58,8 +58,8 @@ func TestOwnerAddrNoneIsOmitted(t *testing.T) {
 	}
 }
 
-// per-claim is the emulator's old behaviour, kept as an opt-in: a distinct
-// address per live claim, none advertised.
+// per-claim is an opt-in that real sandboxd does not have, for tests
+// written against it: a distinct address per live claim, none advertised.
 func TestOwnerAddrPerClaimIsUniqueWithinThePrefix(t *testing.T) {
 	n := newNode(t, sim.Config{OwnerAddrMode: sim.OwnerAddrPerClaim, AddrPrefix: "192.168.7"})
 	seen := map[string]bool{}

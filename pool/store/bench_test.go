@@ -122,10 +122,11 @@ func BenchmarkCommit(b *testing.B) {
 	}
 }
 
-// BenchmarkCommitFullRewrite is the reference's design made durable, as the
-// O(n) baseline: every commit marshals the whole table, writes a temp file,
-// fsyncs it, renames it and fsyncs the directory. Commits are serialized (the
-// reference holds one mutex), so one goroutine drives it.
+// BenchmarkCommitFullRewrite is the JSON claims document's way of writing
+// (the whole table per commit) made durable, as the O(n) baseline: every
+// commit marshals the whole table, writes a temp file, fsyncs it, renames it
+// and fsyncs the directory. Commits are serialized (one mutex guards the
+// document), so one goroutine drives it.
 func BenchmarkCommitFullRewrite(b *testing.B) {
 	for _, held := range benchHeld {
 		b.Run(heldName(held), func(b *testing.B) {

@@ -139,7 +139,7 @@ func (s *Store) abandonCompaction() {
 
 // rewrite replaces the file with a snapshot of rows, synchronously: a normal
 // log holding one put record per row, with a new salt. It serves recovery
-// from a failed commit (dirty), migration of the reference format and of
+// from a failed commit (dirty), migration of the JSON claims document and of
 // version 1 logs, and Close. A failure before the rename leaves the old file
 // in place and changes nothing; see install for a failure after it.
 func (s *Store) rewrite(why string) error {

@@ -42,7 +42,7 @@ type loaded struct {
 	rows      map[string]row
 	records   int       // put and del records in the log (after truncation)
 	torn      *tornTail // nil when the log ends on a whole record or committed group
-	reference bool      // the file was in the reference format
+	reference bool      // the file was a JSON claims document
 	version   int       // log format: 0 (no file, or nothing in it), 1 or formatVersion
 	salt      uint64    // version 2: the salt of the file's commit markers
 }
@@ -50,7 +50,7 @@ type loaded struct {
 // load reads path. A missing or empty file is an empty table; a file that
 // starts with the record frame (or with a prefix of it, possibly followed
 // by zeros: a first write torn by a power cut) is a log; anything else must
-// be a reference document.
+// be a JSON claims document.
 func load(path string) (*loaded, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -84,8 +84,8 @@ func load(path string) (*loaded, error) {
 }
 
 // looksLikeLog reports whether head, the file's first bytes, can start a
-// log: a prefix of the record frame, possibly followed by zeros. A reference
-// document cannot contain a NUL byte at all.
+// log: a prefix of the record frame, possibly followed by zeros. A JSON
+// claims document cannot contain a NUL byte at all.
 func looksLikeLog(head []byte) bool {
 	for i, c := range head {
 		if c == 0 {

@@ -10,8 +10,8 @@ import (
 
 // A Delete called while a Put of the same key is pending (in the writer's
 // fsync, or queued behind another group) must not return before that Put,
-// or the key comes back after the Delete said it was gone. Callers used to
-// need a per-key lock for this; the store now orders them itself.
+// or the key comes back after the Delete said it was gone. The store
+// orders them itself, so callers need no per-key lock for this.
 func TestDeleteIsOrderedAfterAPendingPutOfItsKey(t *testing.T) {
 	for _, queued := range []bool{false, true} {
 		name := "put in the writer's fsync"

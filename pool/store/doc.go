@@ -42,8 +42,8 @@ salt is drawn afresh for every file the store writes. Then come groups: the
 records of one group commit (puts and dels) followed by one commit marker,
 appended in one write. The marker carries the group's record count n, its
 byte length len (records only) and sum, the CRC-32C of those bytes seeded
-with the salt. The body of a put carries the whole claim in the reference's
-JSON field names (plus ownerUID and owner when set), so any one put record
+with the salt. The body of a put carries the whole claim in the JSON claims
+document's field names (plus ownerUID and owner when set), so any one put record
 alone restores its row; a del record is a tombstone. The table is the result
 of replaying, in order, the records of the groups whose marker matches.
 Every line is itself a JSON document, so jq can read the file.
@@ -146,17 +146,18 @@ A version 1 log is read by the version 1 rule: a line that is not a whole
 record is a torn tail if no whole record follows it, and corruption if one
 does; a whole record with unusable content is corruption anywhere. After
 loading it (and truncating a torn tail), Open rewrites it into version 2 by
-the compaction path, as it does a reference file (see below).
+the compaction path, as it does a JSON claims document (see below).
 
-# Migration from the reference format
+# Migration from the JSON claims document
 
-A file that does not start with the record frame must be the reference
-vk-sandbox's claims.json: one JSON document, compact or pretty-printed,
+A file that does not start with the record frame must be a JSON claims
+document, the format of claims.json before the claim log: one JSON document,
+compact or pretty-printed,
 {"claims":{"ns/name":{"id":…,"token":…,"address":…,"podUID":…,"claimedAt":…,"deadline":…}}}.
 Its rows load unchanged, and Open immediately rewrites the file into the log
 format (version 2) by the compaction path (temp file, fsync, rename,
 directory fsync).
-A crash before the rename leaves the reference file as it was, to be
+A crash before the rename leaves the JSON claims document as it was, to be
 migrated again; after it, the file is a log. No copy of the old document is
 kept. A document without a "claims" member, or with trailing data, is a
 *CorruptError.

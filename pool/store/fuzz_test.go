@@ -11,7 +11,7 @@ import (
 // either fails or loads a table that survives Close and a second Open
 // unchanged (so recovery and migration write back exactly what they read).
 // Seeds live in testdata/fuzz/FuzzLoad: empty, a valid log, a torn tail,
-// the reference format, garbage, mid-file corruption.
+// a JSON claims document, garbage, mid-file corruption.
 func FuzzLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()

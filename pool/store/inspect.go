@@ -6,7 +6,7 @@ package store
 type Report struct {
 	Rows      map[string]Claim
 	Version   int  // log format: 0 (no file, or an empty one), 1 or 2
-	Reference bool // the file is the reference's claims.json, not yet migrated
+	Reference bool // the file is a JSON claims document, not yet migrated
 	// Torn describes a damaged end that Open would truncate: the commits in
 	// it were never acknowledged. Nil when the file ends whole.
 	Torn *TornTail

@@ -6,8 +6,8 @@ import (
 	"errors"
 )
 
-// decodeReference parses the reference vk-sandbox's claims.json: a single
-// JSON document {"claims":{"ns/name":{id,token,address,podUID,claimedAt,
+// decodeReference parses a JSON claims document: a single JSON document
+// {"claims":{"ns/name":{id,token,address,podUID,claimedAt,
 // deadline}}}, compact or pretty-printed. Rows load unchanged; each is also
 // framed as a put record so that the migration (and later compactions) can
 // write it. A document without a "claims" member is not taken for an empty
@@ -20,7 +20,7 @@ func decodeReference(path string, data []byte) (map[string]row, error) {
 	raw, ok := top["claims"]
 	if !ok {
 		return nil, &CorruptError{Path: path, Line: 1,
-			Reason: `neither a claim log nor a reference claims document (no "claims" member)`}
+			Reason: `neither a claim log nor a JSON claims document (no "claims" member)`}
 	}
 	var claims map[string]Claim
 	if err := json.Unmarshal(raw, &claims); err != nil {
@@ -28,7 +28,7 @@ func decodeReference(path string, data []byte) (map[string]row, error) {
 	}
 	rows := make(map[string]row, len(claims))
 	for key, c := range claims {
-		// The reference records no owner: the row's owner is unknown, which
+		// The document records no owner: the row's owner is unknown, which
 		// is not a bare Pod's (see OwnerUnknown). A row that does name one
 		// keeps it.
 		if c.Owner == "" && c.OwnerUID == "" {
@@ -36,7 +36,7 @@ func decodeReference(path string, data []byte) (map[string]row, error) {
 		}
 		e, err := encodeOp(Op{Key: key, Claim: c})
 		if err != nil {
-			return nil, &CorruptError{Path: path, Line: 1, Reason: "reference claims: " + err.Error()}
+			return nil, &CorruptError{Path: path, Line: 1, Reason: "JSON claims document: " + err.Error()}
 		}
 		rows[key] = row{claim: e.claim, line: e.line}
 	}
@@ -52,12 +52,12 @@ func jsonCorrupt(path string, data []byte, err error) *CorruptError {
 	}
 	line := 1 + bytes.Count(data[:off], []byte{'\n'})
 	return &CorruptError{Path: path, Offset: off, Line: line,
-		Reason: "not a claim log, and not a valid reference claims document: " + jsonReason(err)}
+		Reason: "not a claim log, and not a valid JSON claims document: " + jsonReason(err)}
 }
 
-// migrate converts a reference-format file to the log format in place, by the
+// migrate converts a JSON claims document to the log format in place, by the
 // same atomic rewrite as compaction (temp file, fsync, rename, directory
-// fsync). A crash before the rename leaves the reference file untouched, and
+// fsync). A crash before the rename leaves the document untouched, and
 // it is migrated again at the next Open; after it, the file is a log. No
 // copy of the old document is kept: it would be a second, stale set of
 // release credentials.

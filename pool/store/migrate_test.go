@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// referenceRows is testdata/reference-claims.json, written out by hand.
+// referenceRows is testdata/reference-claims.json, a JSON claims document,
+// written out by hand.
 func referenceRows(t *testing.T) map[string]Claim {
 	t.Helper()
 	ts := func(s string) time.Time {
@@ -82,8 +83,8 @@ func TestReferenceFormatLoadsUnchangedAndIsMigratedToTheLog(t *testing.T) {
 	checkTable(t, s, want)
 }
 
-// The reference records no owner, and that is not a bare Pod's row: each
-// migrated row records an unknown owner, which survives a reopen.
+// The JSON claims document records no owner, and that is not a bare Pod's
+// row: each migrated row records an unknown owner, which survives a reopen.
 func TestMigratedRowsRecordAnUnknownOwner(t *testing.T) {
 	path := statePath(t)
 	copyFixture(t, path)
@@ -178,7 +179,7 @@ func TestCrashBeforeMigrationRenameLeavesTheReferenceFile(t *testing.T) {
 		t.Fatal("Open succeeded although the migration could not be committed")
 	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, data) {
-		t.Fatal("reference file changed by a failed migration")
+		t.Fatal("JSON claims document changed by a failed migration")
 	}
 	s := mustOpen(t, path, Options{})
 	defer mustClose(t, s)

@@ -1,7 +1,7 @@
 package store
 
 // OwnerUnknown is the Owner of a row whose controller owner is not known:
-// a row migrated from the reference's claims.json, which records none. It
+// a row migrated from the JSON claims document, which records none. It
 // is not the same as a bare Pod's row (Owner and OwnerUID empty): a bare
 // Pod's delete is release authority, while for an unknown owner only a
 // lookup of a real owner may release. The first Pod whose UID matches the

@@ -12,7 +12,7 @@ import (
 // SalvageReport is what Salvage kept and what it could not keep. It names
 // keys, sandbox IDs, lines and byte offsets, never a token.
 type SalvageReport struct {
-	Version int // the source's log format: 1 or 2; 0 for the reference's claims.json
+	Version int // the source's log format: 1 or 2; 0 for a JSON claims document
 	Records int // whole put and del records replayed into the new file
 	Kept    int // rows written to the new file
 	Lost    []SalvageLoss

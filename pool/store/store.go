@@ -14,7 +14,8 @@ import (
 )
 
 // Claim is one row: the credentials needed to release a VM this node
-// delivered. The JSON names are exactly those of the reference's claims.json.
+// delivered. The JSON names are exactly those of the JSON claims document
+// (the format migrated from; see doc.go).
 type Claim struct {
 	ID        string    `json:"id"`
 	Token     string    `json:"token"`
@@ -22,8 +23,8 @@ type Claim struct {
 	PodUID    string    `json:"podUID"`
 	ClaimedAt time.Time `json:"claimedAt"`
 	Deadline  time.Time `json:"deadline"`
-	// OwnerUID is the UID of the Pod's controller owner. The reference format
-	// has no such field; rows migrated from it leave it empty.
+	// OwnerUID is the UID of the Pod's controller owner. The JSON claims
+	// document has no such field; rows migrated from it leave it empty.
 	OwnerUID string `json:"ownerUID,omitempty"`
 	// Owner names the controller owner (apiVersion/kind/name), so that a
 	// Pod deleted while this process was down can still be authorized
@@ -127,7 +128,7 @@ type Store struct {
 // Open opens the claim store at path, creating its directory (0700) and file
 // (0600) if needed. It takes an exclusive lock on path+".lock", removes stale
 // compaction temp files, loads the table, truncates a torn tail, and migrates
-// a reference-format file to the log format. A corrupt file yields a
+// a JSON claims document to the log format. A corrupt file yields a
 // *CorruptError; the Store refuses to start rather than guess.
 func Open(path string, o Options) (*Store, error) {
 	if path == "" {
@@ -193,7 +194,7 @@ func (s *Store) recover() error {
 	}
 	switch {
 	case ld.reference:
-		return s.migrate("migrate reference format", "reference claims file")
+		return s.migrate("migrate JSON claims document", "JSON claims document")
 	case ld.version == 1:
 		// Appending groups with markers to a log that has no header would
 		// make a file neither decoder reads: rewrite it first.
