@@ -14,9 +14,9 @@ GOARCH  ?= $(shell $(GO) env GOARCH)
 CMDS := vk-sandbox sandboxd-sim
 
 # Packages with concurrency worth running under the race detector.
-# Under -race, kube/e2e also builds the vk-sandbox binary with -race and
+# Under -race, e2e also builds the vk-sandbox binary with -race and
 # fails a test whose binary reported a data race.
-RACE_PKGS ?= ./pool/... ./pipeline/... ./kube/... ./telemetry/... ./cmd/...
+RACE_PKGS ?= ./pool/... ./pipeline/... ./kube/... ./telemetry/... ./cmd/... ./internal/... ./e2e/
 
 # Generous for 2 shared CI cores; the whole CI job has 90 minutes.
 TEST_TIMEOUT ?= 30m
@@ -60,14 +60,14 @@ obs-tools:
 # Chromium too when installed (.ci/run installs them). Behind the
 # observability build tag, so `make test` does not run it. CI runs it.
 test-observability: tools obs-tools
-	$(GO) test -tags observability -count=1 -v -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./kube/e2e/observability/
+	$(GO) test -tags observability -count=1 -v -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./e2e/observability/
 
 # Regenerates docs/img/jaeger-trace.png from a fresh claim opened in the
 # Jaeger UI by headless Chromium. It fails, writing nothing, when the Jaeger
 # UI is missing (the module build has only a placeholder): point
 # VK_JAEGER_UI_ASSETS at a built Jaeger UI to use one.
 observability-screenshot: tools obs-tools
-	VK_SCREENSHOT=$(CURDIR)/docs/img/jaeger-trace.png $(GO) test -tags observability -count=1 -v -timeout $(TEST_TIMEOUT) -run TestClaimTracesInJaeger ./kube/e2e/observability/
+	VK_SCREENSHOT=$(CURDIR)/docs/img/jaeger-trace.png $(GO) test -tags observability -count=1 -v -timeout $(TEST_TIMEOUT) -run TestClaimTracesInJaeger ./e2e/observability/
 
 # The reliability suites of docs/reliability.md at full size. Every test is
 # named TestR<n>...; `make test` runs the same tests at CI size, and

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 )
 
 // testCA is a CA that issues client certificates.

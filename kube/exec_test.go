@@ -11,8 +11,8 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // -i passes stdin through silkd, output streams back, and the buffered

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // A 2xx listing without its sandboxes array ("200 {}") is a bad answer,

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // Durable before Running (Engine.publishRunning): Running is pushed only once the claim is durable. The

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // r3Attempts is the in-transaction claim retry bound of the R3 engine.

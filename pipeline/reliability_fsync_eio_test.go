@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cocoonstack/vk-sandbox/internal/powercut"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
-	"github.com/cocoonstack/vk-sandbox/pool/store/powercut"
 )
 
 // TestR4FsyncEIOFromTheSyscall: the state disk's fsync starts failing with

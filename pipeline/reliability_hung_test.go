@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // trickleBody answers the first n claims in full at sandboxd, then hands

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // Engine.Run/Shutdown: intake stops, every transaction already talking to

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // exec through silkd: both streams, the exit code, and stdin larger than

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 func TestClaimReturnsIDTokenDeadlineAndOwnerAddr(t *testing.T) {

@@ -2,6 +2,10 @@
 // Kubernetes: the sandboxd wire types and client (this package), the durable
 // claim store (pool/store) and the sandboxd emulator's server (pool/sim).
 //
+// The store lives here because what it holds is the pool's: which warm VM
+// each Pod key claimed, and the credential that releases it. It knows
+// nothing of Kubernetes, and only the pipeline writes it.
+//
 // The client speaks the subset of the sandboxd protocol described in docs/architecture.md. Every
 // call is bounded by its context, errors are typed (ErrCapacity, *HTTPError,
 // converged releases), and no token ever appears in an error string.

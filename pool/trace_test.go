@@ -8,9 +8,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // the telemetry contract (docs/observability.md): the sandboxd call carries W3C traceparent, and the trace id

@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 )
 
 // isolateEnv blanks every OTEL_* variable Setup reads, so a developer's

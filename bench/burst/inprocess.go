@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 	"github.com/cocoonstack/vk-sandbox/kube"
-	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"

@@ -1,5 +1,5 @@
 // Command burst measures a burst of sandbox Pods end to end against one
-// real etcd + kube-apiserver (kube/kubetest): N Pods created at once, and
+// real etcd + kube-apiserver (internal/kubetest): N Pods created at once, and
 // the time until the last is Running with a podIP, observed by watch.
 //
 // Modes, each in a fresh namespace:
@@ -39,7 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
-	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
+	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 )
 
 type options struct {

@@ -1,5 +1,5 @@
 // Command fleet measures a fleet of virtual nodes on one real etcd +
-// kube-apiserver (kube/kubetest): N vk-sandbox processes (the real binary,
+// kube-apiserver (internal/kubetest): N vk-sandbox processes (the real binary,
 // built once), each with its own sandboxd emulator (pool/sim) and its own
 // node name and user, then P sandbox Pods per node created at once.
 //
@@ -37,7 +37,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
-	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
+	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 )
 
 type options struct {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
+	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )

@@ -1,6 +1,6 @@
 // Command interactive measures kubectl exec into a sandbox Pod beside
 // kubectl port-forward to the same Pod, in one run, through a real etcd +
-// kube-apiserver (kube/kubetest), the vk-sandbox binary's kubelet API, and
+// kube-apiserver (internal/kubetest), the vk-sandbox binary's kubelet API, and
 // the emulator (pool/sim) as sandboxd and as the guest's silkd:
 //
 //   - round trip of a new session: `exec POD -- true` against a new
@@ -40,7 +40,7 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
-	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
+	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 )
 
 type options struct {

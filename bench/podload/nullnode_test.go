@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
+	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 )
 
 // The null node, the floor the benchmarks compare vk-sandbox with, writes

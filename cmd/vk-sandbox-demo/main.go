@@ -34,8 +34,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 	"github.com/cocoonstack/vk-sandbox/kube"
-	"github.com/cocoonstack/vk-sandbox/kube/kubetest"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )

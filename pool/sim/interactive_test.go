@@ -12,9 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 // execAs posts an exec and returns the status, the decoded result and the

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
 )
 
 func TestMetricsServesCountersAndGaugesAsPrometheusText(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 )
 
 // A Delete called while a Put of the same key is pending (in the writer's

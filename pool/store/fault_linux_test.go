@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cocoonstack/vk-sandbox/pool/store/powercut"
+	"github.com/cocoonstack/vk-sandbox/internal/powercut"
 )
 
 func TestWriteToAFileClosedBehindTheStoresBackFailsThenRecovers(t *testing.T) {

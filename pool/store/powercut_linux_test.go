@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cocoonstack/vk-sandbox/pool/store/powercut"
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
+	"github.com/cocoonstack/vk-sandbox/internal/powercut"
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 )
 
 // TestPowerCutKeepsEveryAcknowledgedCommit is TestCrashKeepsEveryAcknowledged

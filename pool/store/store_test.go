@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cocoonstack/vk-sandbox/pool/testkit"
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 )
 
 // --- helpers shared by the package's tests ---

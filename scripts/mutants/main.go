@@ -126,7 +126,7 @@ func run() int {
 	}
 
 	if needsTools(muts) {
-		logf("building the control plane binaries for kube/e2e (scripts/build-tools.sh)")
+		logf("building the control plane binaries for e2e (scripts/build-tools.sh)")
 		t0 := time.Now()
 		if err := runLogged(ctx, src, filepath.Join(logs, "build-tools.log"), 0, "bash", "scripts/build-tools.sh"); err != nil {
 			logf("build-tools failed (%v): see %s", err, filepath.Join(logs, "build-tools.log"))

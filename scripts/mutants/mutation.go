@@ -49,7 +49,7 @@ func (m *mutation) result() string {
 
 func (m *mutation) usesE2E() bool {
 	for _, p := range m.Pkgs {
-		if strings.Contains(p, "kube/e2e") || p == "./..." || p == "./kube/..." {
+		if strings.Contains(p, "e2e") || p == "./..." || p == "./kube/..." {
 			return true
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 // setProcessGroup puts cmd in its own process group and makes a cancel
 // kill the whole group: go test, the test binary and whatever it started
-// (etcd, kube-apiserver, vk-sandbox in kube/e2e).
+// (etcd, kube-apiserver, vk-sandbox in e2e).
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

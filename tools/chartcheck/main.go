@@ -20,7 +20,7 @@
 //	vk-chartcheck --version
 //
 // It is built by scripts/build-tools.sh (tool vk-chartcheck, module
-// tools/chartcheck) and used by kube/e2e/chart_test.go.
+// tools/chartcheck) and used by e2e/chart_test.go.
 package main
 
 import (

@@ -1,7 +1,7 @@
 // Command kubectl is kubectl itself (k8s.io/kubectl's command tree, as
 // k8s.io/kubernetes/cmd/kubectl builds it), pinned at the release of the
 // rest of k8s.io, for the tests that drive kubectl exec, cp and -it
-// against a virtual node (kube/e2e/kubectl_cli_test.go). It is built by
+// against a virtual node (e2e/kubectl_cli_test.go). It is built by
 // scripts/build-tools.sh (tool kubectl, module tools/kubectl).
 //
 // kubectl has no --version flag; build-tools.sh checks every cached
