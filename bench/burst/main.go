@@ -58,11 +58,15 @@ type options struct {
 	contentType  string
 	sandboxdAPI  string
 	loseAnswers  float64
+	// vkBins maps a mode "provider-NAME" to a prebuilt vk-sandbox binary
+	// (-vk-bins NAME=PATH): another tree's build, run in the same
+	// invocation for interleaved before/after figures.
+	vkBins map[string]string
 }
 
 func parseOptions() (*options, error) {
 	o := &options{}
-	var sizes, modes, vkArgs, vkEnv string
+	var sizes, modes, vkArgs, vkEnv, vkBins string
 	flag.StringVar(&sizes, "n", "100,1000", "comma-separated burst sizes")
 	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeNull, modeDefault}, ","), "comma-separated modes: bare, provider, null-node (bench/nullnode, a minimal node that only watches its Pods and writes each Running once: the floor of a node's time and CPU per Pod), provider-default-limiters")
 	flag.DurationVar(&o.claimLatency, "claim-latency", 500*time.Microsecond, "emulator claim latency (sim.Config.ClaimLatency)")
@@ -79,7 +83,19 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
 	flag.StringVar(&vkEnv, "vk-env", "", "extra environment of vk-sandbox only, space separated (e.g. \"GOGC=400\")")
 	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags, space separated (e.g. \"--kube-api-qps 1000 --kube-api-burst 2000\")")
+	flag.StringVar(&vkBins, "vk-bins", "", "comma-separated NAME=PATH: each adds a mode provider-NAME that runs the prebuilt vk-sandbox binary PATH in place of this tree's (e.g. \"before=/tmp/vk-before\"; list provider-before in -modes)")
 	flag.Parse()
+	o.vkBins = map[string]string{}
+	for kv := range strings.SplitSeq(vkBins, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		name, path, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || path == "" {
+			return nil, fmt.Errorf("-vk-bins: %q is not NAME=PATH", kv)
+		}
+		o.vkBins[modeProvider+"-"+name] = path
+	}
 	for s := range strings.SplitSeq(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -89,7 +105,7 @@ func parseOptions() (*options, error) {
 	}
 	for m := range strings.SplitSeq(modes, ",") {
 		m = strings.TrimSpace(m)
-		if m != modeBare && m != modeProvider && m != modeDefault && m != modeNull {
+		if _, alt := o.vkBins[m]; !alt && m != modeBare && m != modeProvider && m != modeDefault && m != modeNull {
 			return nil, fmt.Errorf("-modes: unknown mode %q", m)
 		}
 		o.modes = append(o.modes, m)
