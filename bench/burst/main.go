@@ -13,6 +13,10 @@
 //	                           per Pod), the floor of any node
 //	provider-default-limiters  the same with --default-rate-limiters
 //	                           (virtual-kubelet's 10 qps / burst 100 queues)
+//	provider-NAME              a prebuilt vk-sandbox binary named with
+//	                           -vk-bins NAME=PATH (another tree's build), so
+//	                           that before and after run interleaved on one
+//	                           control plane
 //
 // The table ends with the ratios of one run's modes: provider / null-node
 // beside provider / bare (also in FILE.json, "ratios").

@@ -43,7 +43,6 @@ func main() {
 	slog.SetDefault(log)
 	telemetry.InstallVirtualKubeletLogger(log)
 	telemetry.InstallKlog(log)
-	tuneGC(cfg.NodePods, os.Getenv, log)
 
 	// SIGTERM/SIGINT stop intake, let in-flight claims finish or roll back,
 	// flush the state file, and exit 0. Shutdown never releases a VM.
