@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,4 +70,16 @@ func (c *podCache) len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.m)
+}
+
+// revise returns a new entry made from pod: a struct copy with an
+// annotations map of its own, for the caller to change its annotations
+// and replace its status. Everything else (spec, labels, owner references,
+// the old status until replaced) is shared with pod. That is safe because
+// an entry is never mutated once stored, and it spares copying the whole
+// Pod on every status change of every Pod.
+func revise(pod *corev1.Pod) *corev1.Pod {
+	np := *pod
+	np.Annotations = maps.Clone(pod.Annotations)
+	return &np
 }

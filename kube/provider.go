@@ -136,7 +136,10 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		p.log.WarnContext(ctx, "sandbox pod rejected", "pod", key, "error", err)
 		return err
 	}
-	np := pod.DeepCopy() // stamped with its generation by the Pod cache (cachedPod)
+	// virtual-kubelet hands the provider a copy of its own and never
+	// touches it again, so the cache's entry shares it (see revise). It is
+	// already stamped with its generation by the informer (cachedPod).
+	np := revise(pod)
 	np.Status = pendingStatus(pod, "SandboxClaiming", "claiming a warm sandbox")
 	p.cache.put(key, np)
 	ref := refOf(pod)
@@ -172,7 +175,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	p.cache.mutate(key, string(pod.UID), func(old *corev1.Pod) *corev1.Pod {
-		np := pod.DeepCopy()
+		np := revise(pod)
 		np.Status = old.Status
 		// The annotations this provider writes back survive an update
 		// that does not carry them yet.

@@ -30,7 +30,7 @@ var _ pipeline.Reporter = (*Provider)(nil)
 func (p *Provider) Running(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView, adopted bool) {
 	fallback := p.podIPFallback()
 	pod := p.cache.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
-		np := old.DeepCopy()
+		np := revise(old)
 		claimAnnotations(np, c)
 		np.Status = runningStatus(old, c, fallback)
 		return np
@@ -50,7 +50,7 @@ func (p *Provider) Running(_ context.Context, ref pipeline.PodRef, c pipeline.Cl
 // unchanged: startTime stays the claim time.
 func (p *Provider) Renewed(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView) {
 	pod := p.cache.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
-		np := old.DeepCopy()
+		np := revise(old)
 		claimAnnotations(np, c)
 		return np
 	})
@@ -77,7 +77,7 @@ func (p *Provider) Pending(_ context.Context, ref pipeline.PodRef, reason, msg s
 			return old // a Running Pod is never regressed by a retry
 		}
 		changed = old.Status.Reason != reason
-		np := old.DeepCopy()
+		np := revise(old)
 		np.Status = pendingStatus(old, reason, msg)
 		return np
 	})
@@ -91,7 +91,7 @@ func (p *Provider) Pending(_ context.Context, ref pipeline.PodRef, reason, msg s
 // Expired marks the Pod Failed/SandboxLeaseExpired: the only terminal state.
 func (p *Provider) Expired(_ context.Context, ref pipeline.PodRef, c pipeline.ClaimView) {
 	pod := p.cache.mutate(ref.Key, ref.UID, func(old *corev1.Pod) *corev1.Pod {
-		np := old.DeepCopy()
+		np := revise(old)
 		np.Status = terminatedStatus(old, corev1.PodFailed, ReasonLeaseExpired, "the sandbox lease ended and sandboxd no longer holds it", c.ID)
 		return np
 	})

@@ -48,8 +48,12 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return failed(err)
 		}
+		bin := b.vkBin
+		if alt, ok := b.o.vkBins[mode]; ok {
+			bin = alt
+		}
 		no := nodeOpts{
-			bin: b.vkBin, kubeconfig: b.env.Kubeconfig, dir: dir, name: r.Node, n: n,
+			bin: bin, kubeconfig: b.env.Kubeconfig, dir: dir, name: r.Node, n: n,
 			claimLatency: b.o.claimLatency, api: b.o.sandboxdAPI, loseAnswers: b.o.loseAnswers, metrics: b.o.metrics,
 			extraArgs: b.o.vkArgs,
 			env:       b.o.vkEnv,

@@ -14,6 +14,10 @@
 //	provider-default-limiters  the provider run in this process (kube.NewDaemon)
 //	                           with virtual-kubelet's 10 qps / burst 100 queues,
 //	                           an option only the library has
+//	provider-NAME              a prebuilt vk-sandbox binary named with
+//	                           -vk-bins NAME=PATH (another tree's build), so
+//	                           that before and after run interleaved on one
+//	                           control plane
 //
 // The table ends with the ratios of one run's modes: provider / null-node
 // beside provider / bare (also in FILE.json, "ratios").
@@ -59,11 +63,15 @@ type options struct {
 	contentType  string
 	sandboxdAPI  string
 	loseAnswers  float64
+	// vkBins maps a mode "provider-NAME" to a prebuilt vk-sandbox binary
+	// (-vk-bins NAME=PATH): another tree's build, run in the same
+	// invocation for interleaved before/after figures.
+	vkBins map[string]string
 }
 
 func parseOptions() (*options, error) {
 	o := &options{}
-	var sizes, modes, vkArgs, vkEnv string
+	var sizes, modes, vkArgs, vkEnv, vkBins string
 	flag.StringVar(&sizes, "n", "100,1000", "comma-separated burst sizes")
 	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeNull, modeDefault}, ","), "comma-separated modes: bare, provider, null-node (bench/nullnode, a minimal node that only watches its Pods and writes each Running once: the floor of a node's time and CPU per Pod), provider-default-limiters")
 	flag.DurationVar(&o.claimLatency, "claim-latency", 500*time.Microsecond, "emulator claim latency (sim.Config.ClaimLatency)")
@@ -80,7 +88,19 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
 	flag.StringVar(&vkEnv, "vk-env", "", "extra environment of vk-sandbox only, space separated (e.g. \"GOGC=400\")")
 	flag.StringVar(&vkArgs, "vk-args", "", "extra vk-sandbox flags, space separated (e.g. \"--kube-api-qps 1000 --kube-api-burst 2000\")")
+	flag.StringVar(&vkBins, "vk-bins", "", "comma-separated NAME=PATH: each adds a mode provider-NAME that runs the prebuilt vk-sandbox binary PATH in place of this tree's (e.g. \"before=/tmp/vk-before\"; list provider-before in -modes)")
 	flag.Parse()
+	o.vkBins = map[string]string{}
+	for kv := range strings.SplitSeq(vkBins, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		name, path, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || path == "" {
+			return nil, fmt.Errorf("-vk-bins: %q is not NAME=PATH", kv)
+		}
+		o.vkBins[modeProvider+"-"+name] = path
+	}
 	for s := range strings.SplitSeq(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -90,7 +110,7 @@ func parseOptions() (*options, error) {
 	}
 	for m := range strings.SplitSeq(modes, ",") {
 		m = strings.TrimSpace(m)
-		if m != modeBare && m != modeProvider && m != modeDefault && m != modeNull {
+		if _, alt := o.vkBins[m]; !alt && m != modeBare && m != modeProvider && m != modeDefault && m != modeNull {
 			return nil, fmt.Errorf("-modes: unknown mode %q", m)
 		}
 		o.modes = append(o.modes, m)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +26,9 @@ const (
 	rootToken    = "burst-root-token-0123456789abcdef"
 )
 
-// isProvider reports whether mode runs vk-sandbox.
-func isProvider(mode string) bool { return mode == modeProvider || mode == modeDefault }
+// isProvider reports whether mode runs vk-sandbox: this tree's build, or
+// a prebuilt one (provider-NAME, see -vk-bins).
+func isProvider(mode string) bool { return strings.HasPrefix(mode, modeProvider) }
 
 // vkNode is one emulator plus one vk-sandbox process (kubetest.VKSandbox).
 type vkNode struct {
