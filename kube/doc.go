@@ -12,4 +12,7 @@
 // sandbox token: exec (exec.go) runs a command to completion, port-forward
 // (portforward.go) is sandboxd's ports relay, and the stats summary
 // (stats.go) reads each VM's memory. logs.go says where output lives.
+//
+// Several pieces here only compensate for behaviours of virtual-kubelet
+// v1.14.1; docs/virtual-kubelet.md lists them, with their tests, for an upgrade.
 package kube
