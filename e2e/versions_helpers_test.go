@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
@@ -69,9 +70,7 @@ func (p *profileRun) detected(t *testing.T) {
 func (p *profileRun) ownerContracts(t *testing.T) {
 	t.Helper()
 	n, ns := p.n, p.ns
-	owner := createOwner(t, ns, "owned")
-	createPod(t, sandboxPod(ns, "owned", n.Name, ownedBy(owner)))
-	vm := waitRunning(t, ns, "owned").Annotations[kube.AnnClaimID]
+	owner, vm := p.runOwned(t, "owned")
 	deletePod(t, ns, "owned") // an eviction: the owner lives
 	createPod(t, sandboxPod(ns, "owned", n.Name, ownedBy(owner)))
 	if got := waitRunning(t, ns, "owned").Annotations[kube.AnnClaimID]; got != vm {
@@ -95,9 +94,7 @@ func (p *profileRun) ownerContracts(t *testing.T) {
 func (p *profileRun) restartKeepsRows(t *testing.T) {
 	t.Helper()
 	n, ns := p.n, p.ns
-	owner := createOwner(t, ns, "kept")
-	createPod(t, sandboxPod(ns, "kept", n.Name, ownedBy(owner)))
-	vm := waitRunning(t, ns, "kept").Annotations[kube.AnnClaimID]
+	_, vm := p.runOwned(t, "kept")
 	claims, releases := n.counter("claim_ok"), n.counter("release")
 	n.restart()
 	testkit.WaitForCtx(t, waitFor, "the row restored", func(context.Context) (bool, error) {
@@ -273,4 +270,13 @@ func (p *profileRun) vmsOf(ref string) []string {
 		}
 	}
 	return out
+}
+
+// runOwned creates a Sandbox owner and its Pod name, and returns the owner
+// and the VM the Pod runs.
+func (p *profileRun) runOwned(t *testing.T, name string) (*unstructured.Unstructured, string) {
+	t.Helper()
+	owner := createOwner(t, p.ns, name)
+	createPod(t, sandboxPod(p.ns, name, p.n.Name, ownedBy(owner)))
+	return owner, waitRunning(t, p.ns, name).Annotations[kube.AnnClaimID]
 }
