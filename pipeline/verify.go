@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -32,11 +33,28 @@ func (e *Engine) verifyStartup(ctx context.Context) {
 		backoff.WithMaxInterval(e.cfg.VerifyInterval),
 		backoff.WithMaxElapsedTime(0), // until it succeeds or ctx ends
 	)
-	_ = backoff.RetryNotify(func() error { return e.verifyOnce(ctx) }, backoff.WithContext(eb, ctx),
+	// An outage is warned about once a minute, not on every retry (one to
+	// two seconds apart); the retries in between are logged at debug.
+	var failed int
+	var warned time.Time
+	err := backoff.RetryNotify(func() error { return e.verifyOnce(ctx) }, backoff.WithContext(eb, ctx),
 		func(err error, wait time.Duration) {
-			e.log.Warn("startup verification: sandboxd listing failed; loaded rows stay quarantined", "error", err, "retry_in", wait)
+			failed++
+			level := slog.LevelDebug
+			if time.Since(warned) >= verifyWarnEvery {
+				level, warned = slog.LevelWarn, time.Now()
+			}
+			e.log.Log(ctx, level, "startup verification: sandboxd listing failed; loaded rows stay quarantined",
+				"error", err, "retry_in", wait, "failed_listings", failed)
 		})
+	if err == nil && failed > 0 {
+		e.log.Info("startup verification: sandboxd listed the node again", "failed_listings", failed)
+	}
 }
+
+// verifyWarnEvery is how often a sandboxd outage during startup
+// verification is warned about.
+const verifyWarnEvery = time.Minute
 
 func (e *Engine) verifyOnce(ctx context.Context) error {
 	// The whole listing: quarantined rows are vouched for by sandbox id,
