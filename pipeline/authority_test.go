@@ -155,21 +155,11 @@ func TestAbsenceFromAListingDropsNoRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := tempStorePath(t)
-		prev := openStore(t, path, false)
 		now := time.Now().UTC().Truncate(time.Second)
-		for key, c := range map[string]store.Claim{
+		return previousStateFile(t, map[string]store.Claim{
 			"ns/r":    {ID: vm.ID, Token: vm.Token, PodUID: "uid-r", ClaimedAt: now, Deadline: vm.Deadline},
 			"ns/gone": {ID: "sb_00000000000000ff", Token: "00000000000000000000000000000000", PodUID: "uid-g", ClaimedAt: now, Deadline: now.Add(time.Hour)},
-		} {
-			if err := prev.Put(context.Background(), key, c); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := prev.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return path, vm
+		}), vm
 	}
 	t.Run("tenant-token", func(t *testing.T) {
 		env := newSim(t, sim.Config{})

@@ -21,15 +21,8 @@ func TestListingWithoutSandboxesArrayDropsNoRowAndFailsNoPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := tempStorePath(t)
-	prev := openStore(t, path, false)
 	now := time.Now().UTC().Truncate(time.Second)
-	if err := prev.Put(context.Background(), "ns/kept", store.Claim{ID: vm.ID, Token: vm.Token, PodUID: "uid-kept", ClaimedAt: now, Deadline: vm.Deadline}); err != nil {
-		t.Fatal(err)
-	}
-	if err := prev.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := previousStateFile(t, map[string]store.Claim{"ns/kept": {ID: vm.ID, Token: vm.Token, PodUID: "uid-kept", ClaimedAt: now, Deadline: vm.Deadline}})
 	st := openStore(t, path, false)
 	env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "missing-id"}) // every listing: 200 {}
 	rep := newReporter()

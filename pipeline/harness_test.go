@@ -176,6 +176,24 @@ func testConfig(sbx pipeline.Sandboxd, st pipeline.Store, rep *reporter) pipelin
 	}
 }
 
+// previousStateFile is the state file a previous process left: rows
+// written through a store that is then closed, as across a restart. It
+// returns the file's path.
+func previousStateFile(t testing.TB, rows map[string]store.Claim) string {
+	t.Helper()
+	path := tempStorePath(t)
+	prev := openStore(t, path, false)
+	for key, c := range rows {
+		if err := prev.Put(context.Background(), key, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := prev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // startEngine builds the engine and runs it until the test ends.
 func startEngine(t testing.TB, cfg pipeline.Config) *pipeline.Engine {
 	t.Helper()

@@ -21,16 +21,9 @@ func seedRow(t *testing.T, env *simEnv, key string, c store.Claim, mod func(*pip
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := tempStorePath(t)
-	prev := openStore(t, path, false)
 	c.ID, c.Token, c.Address, c.Deadline = vm.ID, vm.Token, vm.OwnerAddr, vm.Deadline
 	c.ClaimedAt = time.Now().UTC().Truncate(time.Second)
-	if err := prev.Put(context.Background(), key, c); err != nil {
-		t.Fatal(err)
-	}
-	if err := prev.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := previousStateFile(t, map[string]store.Claim{key: c})
 	st := openStore(t, path, false)
 	rep := newReporter()
 	cfg := testConfig(env.root, st, rep)

@@ -25,20 +25,11 @@ func TestQuarantineLiftedByListingAndDropsUnlisted(t *testing.T) {
 
 	// The previous process's state file: one row sandboxd holds, one it
 	// does not. Closed and reopened, as across a restart.
-	path := tempStorePath(t)
-	prev := openStore(t, path, true)
 	now := time.Now().UTC().Truncate(time.Second)
-	for key, c := range map[string]store.Claim{
+	path := previousStateFile(t, map[string]store.Claim{
 		"ns/real":  {ID: real.ID, Token: real.Token, Address: real.OwnerAddr, PodUID: "uid-old", OwnerUID: "owner-1", Owner: "agents.x-k8s.io/v1alpha1/Sandbox/owner-1", ClaimedAt: now, Deadline: real.Deadline},
 		"ns/bogus": {ID: "sb_00000000bogus", Token: "tok-bogus-0000", Address: "10.77.9.9:7777", PodUID: "uid-bogus", ClaimedAt: now, Deadline: now.Add(time.Hour)},
-	} {
-		if err := prev.Put(context.Background(), key, c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := prev.Close(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	st := openStore(t, path, true)
 
 	env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "500"}) // listing down

@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -19,15 +18,8 @@ import (
 // and told when the node answers again.
 func TestAVerificationOutageIsWarnedOnceNotOnEveryRetry(t *testing.T) {
 	env := newSim(t, sim.Config{})
-	path := tempStorePath(t)
-	prev := openStore(t, path, true)
 	now := time.Now().UTC().Truncate(time.Second)
-	if err := prev.Put(context.Background(), "ns/x", store.Claim{ID: "sb_00000000000000x1", Token: "tok-x-0000", PodUID: "uid-x", ClaimedAt: now, Deadline: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := prev.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := previousStateFile(t, map[string]store.Claim{"ns/x": {ID: "sb_00000000000000x1", Token: "tok-x-0000", PodUID: "uid-x", ClaimedAt: now, Deadline: now.Add(time.Hour)}})
 	env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "500"})
 	var logs testkit.Buffer
 	cfg := testConfig(env.root, openStore(t, path, true), newReporter())
