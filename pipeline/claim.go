@@ -83,14 +83,14 @@ func done(outcome string) txResult { return txResult{outcome: outcome} }
 // of the same pod key, and with deletes.
 func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 	ref := it.Ref
-	defer e.locks.lock(ref.Key)()
+	defer e.keys.lock(ref.Key)()
 	// Only the key's current, undeleted generation acts on its claim (see
-	// generations): a leftover intent of a replaced or deleted Pod would
+	// live, transitions.go): a leftover intent of a replaced or deleted Pod would
 	// otherwise release, rebind or claim for a Pod that is gone.
-	if !e.gens.live(ref.Key, ref.UID) {
+	if !e.keys.live(ref.Key, ref.UID) {
 		return done(OutcomeSuperseded)
 	}
-	c, st := e.table.lookup(ref.Key)
+	c, st := e.keys.lookup(ref.Key)
 	switch st {
 	case StateNone:
 		return e.claimFresh(ctx, it)
@@ -127,7 +127,7 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 		// nothing else would ask its owner again. Held for a Pod that is
 		// gone, the claim is re-authorized periodically, and released once
 		// its recorded owner is gone, whatever becomes of this Pod.
-		e.table.detach(ref.Key, c.ID)
+		e.keys.detach(ref.Key, c.ID)
 		msg := fmt.Sprintf("%s: the pod key holds VM %s for another owner (%s), which has not given it up (%s)", ref.Key, c.ID, ownerName(c), v.Reason)
 		e.pending(ctx, ref, ReasonOwnerConflict, msg)
 		return txResult{outcome: OutcomeWaiting, retry: true}
@@ -214,23 +214,24 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 		e.pending(ctx, ref, ReasonClaimFailed, err.Error())
 		return txResult{outcome: OutcomeError, retry: true, err: err}
 	}
-	if holder, held := e.table.holder(resp.ID); held {
-		// A claim answer is accepted for one key only. An answer naming a
-		// VM another key holds is a replay (sandboxd, a proxy, a retry
-		// layer): taking it would put two Pods on one VM, and a release for
-		// either would destroy the other's. Nothing is recorded and nothing
-		// is released; the key's next attempt first looks its own claim up
-		// by claim_ref, in case the real answer was the one lost.
-		e.table.setUnsettled(ref.Key, true)
-		err := keyErr(ref.Key, "claim", fmt.Errorf("%w: sandboxd answered with VM %s, which %s already holds", pool.ErrBadResponse, resp.ID, holder))
-		e.log.ErrorContext(ctx, "claim answer refused: its VM is held by another pod key", "pod", ref.Key, "claim", resp.ID, "holder", holder)
-		e.pending(ctx, ref, ReasonClaimFailed, err.Error())
-		return txResult{outcome: OutcomeError, retry: true, err: err}
-	}
 	c := store.Claim{
 		ID: resp.ID, Token: resp.Token, Address: resp.OwnerAddr, PodUID: ref.UID,
 		ClaimedAt: time.Now().UTC().Truncate(time.Second), Deadline: resp.Deadline,
 		OwnerUID: ref.OwnerUID, Owner: ref.Owner,
+	}
+	if holder, held := e.keys.holdTentative(ref.Key, c); held {
+		// A claim answer is accepted for one key only. An answer naming a
+		// VM another key holds is a replay (sandboxd, a proxy, a retry
+		// layer): taking it would put two Pods on one VM, and a release for
+		// either would destroy the other's. The check and the tentative record
+		// are one step (holdTentative). Nothing is recorded and nothing
+		// is released; the key's next attempt first looks its own claim up
+		// by claim_ref, in case the real answer was the one lost.
+		e.keys.setUnsettled(ref.Key, true)
+		err := keyErr(ref.Key, "claim", fmt.Errorf("%w: sandboxd answered with VM %s, which %s already holds", pool.ErrBadResponse, resp.ID, holder))
+		e.log.ErrorContext(ctx, "claim answer refused: its VM is held by another pod key", "pod", ref.Key, "claim", resp.ID, "holder", holder)
+		e.pending(ctx, ref, ReasonClaimFailed, err.Error())
+		return txResult{outcome: OutcomeError, retry: true, err: err}
 	}
 	return e.persistOrRollBack(ctx, it, c, false)
 }
@@ -242,7 +243,7 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 // delete can still reach the VM.
 func (e *Engine) persistOrRollBack(ctx context.Context, it Intent, c store.Claim, adopted bool) txResult {
 	ref := it.Ref
-	e.table.setTentative(ref.Key, c)
+	e.keys.setTentative(ref.Key, c)
 	if res, ok := e.persist(ctx, ref, c); !ok {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
 		defer cancel()
@@ -251,12 +252,12 @@ func (e *Engine) persistOrRollBack(ctx context.Context, it Intent, c store.Claim
 				"pod", ref.Key, "claim", c.ID, "error", rerr)
 			return res
 		}
-		e.table.clearTentative(ref.Key)
+		e.keys.clearTentative(ref.Key)
 		e.obs.Decision(ctx, DecisionRelease, "rollback")
 		res.outcome = OutcomeRolledBack
 		return res
 	}
-	e.table.clearTentative(ref.Key)
+	e.keys.clearTentative(ref.Key)
 	e.publishRunning(ctx, it, c, adopted)
 	if adopted {
 		return done(OutcomeAdopted)
@@ -298,7 +299,7 @@ func (e *Engine) claimAtSandboxd(ctx context.Context, it Intent) (pool.ClaimResp
 	// A lost answer outlives its transaction: a requeued transaction (after
 	// errUnrecoverable or exhausted retries) must look up first as well, or
 	// it claims a second VM for the same claim_ref.
-	unsettled := e.table.isUnsettled(it.Ref.Key)
+	unsettled := e.keys.isUnsettled(it.Ref.Key)
 	maybeClaimed := unsettled || !e.startupListed() // see maybeUnheld
 	bo := e.cfg.ClaimRetry.NewBackOff(ctx)
 	attempt := 0
@@ -333,7 +334,7 @@ func (e *Engine) claimAtSandboxd(ctx context.Context, it Intent) (pool.ClaimResp
 	}
 	err := backoff.Retry(op, backoff.WithContext(bo, ctx))
 	if still := err != nil && maybeClaimed; still != unsettled {
-		e.table.setUnsettled(it.Ref.Key, still)
+		e.keys.setUnsettled(it.Ref.Key, still)
 	}
 	return resp, err
 }
@@ -361,8 +362,8 @@ func retryable(err error) error {
 // deadline follows the same order (WatchLeases).
 func (e *Engine) publishRunning(ctx context.Context, it Intent, c store.Claim, adopted bool) {
 	ref := it.Ref
-	e.table.setLifetime(ref.Key, it.Spec.TTLSeconds)
-	e.table.attach(ref.Key) // a live Pod holds the claim again
+	e.keys.setLifetime(ref.Key, it.Spec.TTLSeconds)
+	e.keys.attach(ref.Key) // a live Pod holds the claim again
 	e.warnIfNotRenewable(ctx, ref, c)
 	sctx, span := e.tracer.Start(ctx, "status.push", trace.WithAttributes(
 		attribute.String("vksandbox.claim.id", c.ID), attribute.Bool("vksandbox.adopted", adopted)))

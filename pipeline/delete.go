@@ -50,7 +50,7 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 	defer span.End()
 	// A deleted generation is never claimed for again: its queued intent
 	// goes, and its tombstone stops a transaction that already took it.
-	e.gens.died(ref.Key, ref.UID)
+	e.keys.died(ref.Key, ref.UID)
 	e.cancelIntent(ref.UID)
 	// The owner GET can take --owner-get-timeout. It runs before the key
 	// lock is taken, so the key's other work (a replacement Pod's
@@ -61,11 +61,11 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 	// changed (a replacement adopted it or released it meanwhile).
 	var v Verdict
 	askedFor, asked := "", false // the claim ID the verdict was taken for
-	if c, st := e.table.lookup(ref.Key); st != StateNone && c.PodUID == ref.UID {
+	if c, st := e.keys.lookup(ref.Key); st != StateNone && c.PodUID == ref.UID {
 		v, askedFor, asked = e.authorizeSpan(ctx, e.verdictFor(ref.Key, c, podVerdict)), c.ID, true
 	}
-	defer e.locks.lock(ref.Key)()
-	c, st := e.table.lookup(ref.Key)
+	defer e.keys.lock(ref.Key)()
+	c, st := e.keys.lookup(ref.Key)
 	if st == StateNone && e.maybeUnheld(ref.Key) {
 		return e.deleteUnheld(ctx, ref, podVerdict)
 	}
@@ -93,7 +93,7 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 			"pod", ref.Key, "claim", c.ID, "reason", v.Reason)
 		// Held for a Pod that is gone: if no replacement adopts it, its
 		// recorded owner is asked again later (see Reauthorize).
-		e.table.detach(ref.Key, c.ID)
+		e.keys.detach(ref.Key, c.ID)
 		return res, nil
 	}
 	if err := e.release(ctx, ref.Key, c, st, v.Reason); err != nil {
@@ -101,7 +101,7 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 		span.SetStatus(codes.Error, err.Error())
 		// virtual-kubelet may not ask again (it deletes a dangling Pod
 		// once): the engine retries the release itself.
-		e.table.detach(ref.Key, c.ID)
+		e.keys.detach(ref.Key, c.ID)
 		return res, err
 	}
 	return res, nil
@@ -139,7 +139,7 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 	switch st {
 	case StateNone: // an unheld VM: there is no row to forget
 	case StateTentative:
-		e.table.clearTentative(key)
+		e.keys.clearTentative(key)
 	default:
 		// The VM is gone. If this tombstone fails to land, the row comes back
 		// quarantined after a restart and the listing drops it.
@@ -174,7 +174,7 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(c
 		}
 	}
 	if len(ids) == 0 {
-		e.table.setUnsettled(ref.Key, false)
+		e.keys.setUnsettled(ref.Key, false)
 		return DeleteResult{}, nil
 	}
 	v := podVerdict(ctx)
@@ -201,6 +201,6 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(c
 			return res, err
 		}
 	}
-	e.table.setUnsettled(ref.Key, false)
+	e.keys.setUnsettled(ref.Key, false)
 	return res, nil
 }

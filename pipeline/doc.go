@@ -6,8 +6,15 @@
 // client-go workqueue with W workers; the queue item is the UID and the
 // intent (the newest Pod spec for that UID) sits beside it. The ordering
 // guarantee of a UID is stated at the shard type. Different generations
-// (UIDs) of one pod key are serialised by that key's own lock (keyLocks),
-// so a delete of the old Pod and an adoption by the new one never overlap.
+// (UIDs) of one pod key are serialised by that key's own lock, so a
+// delete of the old Pod and an adoption by the new one never overlap.
+//
+// One record per pod key (record.go) holds that lock and everything memory
+// knows about the key beside its durable row: its current generation, a
+// tentative claim, the quarantine, unsettled and detached marks, the
+// lifetime its Pod asked for and the lease watch's backoff. One lock rule
+// covers them (stated at records), and every change to them is in
+// transitions.go.
 //
 // Claim states (docs/design.md, "Claim states"):
 //
@@ -22,7 +29,7 @@
 // commit. Quarantined rows were loaded from the state file and no
 // sandboxd listing has vouched for them yet: releasable, not adoptable, not
 // Running. Durable rows live in the store, which is the authority. The
-// overlays are described at the table type.
+// marks are described at keyState.
 //
 // The pipeline speaks of pod keys, UIDs and claims. It never sees a
 // corev1.Pod: the kube package renders status through the Reporter.

@@ -39,10 +39,8 @@ type Engine struct {
 	owners OwnerAuthority
 
 	id      Identity
-	lookups *lookup // a key's VMs by claim_ref, on every sandboxd version
-	table   *table
-	gens    *generations
-	locks   *keyLocks
+	lookups *lookup  // a key's VMs by claim_ref, on every sandboxd version
+	keys    *records // one record per pod key: its lock and its states
 	shards  []*shard
 	seed    maphash.Seed
 	sf      singleflight.Group
@@ -62,19 +60,19 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	gens := newGenerations(cfg.Clock, cfg.Tombstones)
+	keys := newRecords(cfg.Store, cfg.Clock, cfg.Tombstones)
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: Identity{Node: cfg.Node},
 		tracer: otel.Tracer(tracerName),
 		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter, owners: cfg.Owners,
 		lookups: &lookup{sbx: cfg.Sandboxd},
-		table:   newTable(cfg.Store), gens: gens, locks: newKeyLocks(), seed: maphash.MakeSeed(),
+		keys:    keys, leases: leaseRetries{keys: keys}, seed: maphash.MakeSeed(),
 		verified: make(chan struct{}), listed: make(chan struct{}),
 	}
 	for i := 0; i < cfg.Shards; i++ {
 		e.shards = append(e.shards, newShard(i, cfg.QueueDepth, cfg.RequeueMin, cfg.RequeueMax))
 	}
-	if n := e.table.quarantineAll(); n > 0 {
+	if n := e.keys.quarantineAll(); n > 0 {
 		e.log.Info("claims loaded from the state file are quarantined until sandboxd vouches for them", "rows", n)
 	}
 	return e, nil
@@ -147,7 +145,7 @@ func (e *Engine) Create(ctx context.Context, it Intent) error {
 	if e.stopping.Load() {
 		return ErrStopping
 	}
-	if replaced := e.gens.born(it.Ref.Key, it.Ref.UID); replaced != "" {
+	if replaced := e.keys.born(it.Ref.Key, it.Ref.UID); replaced != "" {
 		e.cancelIntent(replaced) // the key moved on to a new Pod generation
 	}
 	sh := e.shardFor(it.Ref.UID)
@@ -176,7 +174,7 @@ func (e *Engine) Create(ctx context.Context, it Intent) error {
 // offerAgain re-creates a deferred intent, unless its Pod generation was
 // deleted or replaced meanwhile, or the engine is stopping.
 func (e *Engine) offerAgain(it Intent) {
-	if e.stopping.Load() || !e.gens.live(it.Ref.Key, it.Ref.UID) {
+	if e.stopping.Load() || !e.keys.live(it.Ref.Key, it.Ref.UID) {
 		return
 	}
 	_ = e.Create(context.Background(), it)
@@ -185,21 +183,21 @@ func (e *Engine) offerAgain(it Intent) {
 // Lookup returns the claim of a pod key and its state, without its token.
 // O(1), no IO.
 func (e *Engine) Lookup(key string) (ClaimView, bool) {
-	c, st := e.table.lookup(key)
+	c, st := e.keys.lookup(key)
 	return viewOf(c, st), st != StateNone
 }
 
 // Deleted reports whether Pod generation uid was deleted: a delete for it
 // came through Delete, and no Create has revived it since. It remembers a
-// UID for as long as its tombstone lives (see generations).
-func (e *Engine) Deleted(uid string) bool { return e.gens.deleted(uid) }
+// UID for as long as its tombstone lives (see tombstoneTTL).
+func (e *Engine) Deleted(uid string) bool { return e.keys.deleted(uid) }
 
 // Credential returns the sandbox id and token of the durable claim that
 // key holds for podUID, for a request sandboxd serves with the sandbox's
 // own token (exec, port-forward). False if the key holds no durable claim,
 // or holds it for another Pod generation.
 func (e *Engine) Credential(key, podUID string) (id, token string, ok bool) {
-	c, st := e.table.lookup(key)
+	c, st := e.keys.lookup(key)
 	if st != StateDurable || c.PodUID != podUID {
 		return "", "", false
 	}
@@ -213,7 +211,7 @@ func (e *Engine) Range(fn func(key string, c ClaimView) bool) {
 }
 
 // Counts reports held, quarantined and tentative rows.
-func (e *Engine) Counts() (held, quarantined, tentative int) { return e.table.counts() }
+func (e *Engine) Counts() (held, quarantined, tentative int) { return e.keys.counts() }
 
 // QueueDepths reports the number of UIDs holding an intent, per shard.
 func (e *Engine) QueueDepths() []int {
@@ -296,11 +294,8 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 }
 
 // forgetRow drops what memory holds for a key beside its row, once the row
-// is deleted: the table's overlays and the lease watch's backoff.
-func (e *Engine) forgetRow(key string) {
-	e.table.forget(key)
-	e.leases.ok(key)
-}
+// is deleted: its marks and the lease watch's backoff.
+func (e *Engine) forgetRow(key string) { e.keys.forget(key) }
 
 // cancelIntent drops the queued intent of a UID being deleted.
 func (e *Engine) cancelIntent(uid string) { e.shardFor(uid).cancel(uid) }

@@ -32,7 +32,7 @@ const ReasonRenewFailed = "SandboxLeaseRenewFailed"
 //     is decided, and the key is looked at again after a backoff, so a
 //     node that is slow to reap is not listed every interval.
 //
-// Due rows are found by a scan of the table each interval (not per claim);
+// Due rows are found by a scan of the store each interval (not per claim);
 // sandboxd is only called for rows that are due.
 func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
@@ -89,7 +89,7 @@ func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
 // the Pod is seen, its own ttl-seconds applies; a cap it set may so be
 // passed by at most the time it was unknown.
 func (e *Engine) lifetimeEnd(key string, c store.Claim) (time.Time, bool) {
-	ttl, ok := e.table.lifetimeOf(key)
+	ttl, ok := e.keys.lifetimeOf(key)
 	switch {
 	case !ok || ttl == TTLWhilePodLives:
 		return endOfTime, true
@@ -144,12 +144,12 @@ func (e *Engine) renewDue(key string, c store.Claim, now time.Time) bool {
 }
 
 func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
-	unlock, ok := e.locks.tryLock(key)
+	unlock, ok := e.keys.tryLock(key)
 	if !ok {
 		return // a transaction holds the key: the next tick looks again
 	}
 	defer unlock()
-	c, st := e.table.lookup(key)
+	c, st := e.keys.lookup(key)
 	end, ok := e.lifetimeEnd(key, c)
 	// Identity re-check: the key may hold a newer claim since the scan.
 	if st != StateDurable || !ok || !now.Before(c.Deadline) {
@@ -190,12 +190,12 @@ func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
 }
 
 func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, listed map[string]time.Time) {
-	unlock, ok := e.locks.tryLock(key)
+	unlock, ok := e.keys.tryLock(key)
 	if !ok {
 		return // a transaction holds the key: the next tick looks again
 	}
 	defer unlock()
-	c, st := e.table.lookup(key)
+	c, st := e.keys.lookup(key)
 	// Identity re-check: the key may hold a newer claim since the scan.
 	if st != StateDurable || !now.After(c.Deadline) {
 		return

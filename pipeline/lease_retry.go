@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -12,18 +11,22 @@ import (
 // leaseRetries spaces the lease watch's calls for keys whose last look
 // decided nothing (a failed renew, a failed listing, a deadline the node
 // has not reaped yet): per key, exponential from the watch interval up to
-// maxLeaseRetry. It holds an entry only for such keys, and drops it on the
-// next decision.
+// maxLeaseRetry. The backoff lives in the key's record (keyState.lease)
+// only for such keys, and is dropped on the next decision.
 type leaseRetries struct {
 	interval time.Duration // the watch interval; 0 until WatchLeases runs
-
-	mu   sync.Mutex
-	keys map[string]*leaseRetry
+	keys     *records
 }
 
+// leaseRetry is one key's backoff.
 type leaseRetry struct {
 	bo   *backoff.ExponentialBackOff
 	next time.Time
+}
+
+func newLeaseRetry(initial time.Duration) *leaseRetry {
+	return &leaseRetry{bo: backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(initial), backoff.WithMaxInterval(maxLeaseRetry), backoff.WithMaxElapsedTime(0))}
 }
 
 const (
@@ -42,33 +45,11 @@ func (l *leaseRetries) tick() time.Duration {
 }
 
 // ready reports whether key may be looked at now.
-func (l *leaseRetries) ready(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, ok := l.keys[key]
-	return !ok || !now.Before(r.next)
-}
+func (l *leaseRetries) ready(key string, now time.Time) bool { return l.keys.leaseReady(key, now) }
 
-func (l *leaseRetries) failed(key string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.keys == nil {
-		l.keys = map[string]*leaseRetry{}
-	}
-	r, ok := l.keys[key]
-	if !ok {
-		r = &leaseRetry{bo: backoff.NewExponentialBackOff(
-			backoff.WithInitialInterval(l.tick()), backoff.WithMaxInterval(maxLeaseRetry), backoff.WithMaxElapsedTime(0))}
-		l.keys[key] = r
-	}
-	r.next = now.Add(r.bo.NextBackOff())
-}
+func (l *leaseRetries) failed(key string, now time.Time) { l.keys.leaseFailed(key, now, l.tick()) }
 
-func (l *leaseRetries) ok(key string) {
-	l.mu.Lock()
-	delete(l.keys, key)
-	l.mu.Unlock()
-}
+func (l *leaseRetries) ok(key string) { l.keys.leaseDecided(key) }
 
 // lead is how long before c's deadline its renewal is due.
 func (l *leaseRetries) lead(c store.Claim) time.Duration {

@@ -26,13 +26,13 @@ func (e *Engine) Reauthorize(ctx context.Context, interval time.Duration) {
 }
 
 func (e *Engine) reauthorizeOnce(ctx context.Context) {
-	for key, id := range e.table.detachedRows() {
+	for key, id := range e.keys.detachedRows() {
 		if ctx.Err() != nil {
 			return
 		}
-		c, st := e.table.lookup(key)
+		c, st := e.keys.lookup(key)
 		if st == StateNone || c.ID != id {
-			e.table.attach(key) // gone, or another claim now: nothing to ask
+			e.dropDetached(key, id) // gone, or another claim now: nothing to ask
 			continue
 		}
 		v := e.owners(ctx, key, viewOf(c, StateDurable))
@@ -44,16 +44,29 @@ func (e *Engine) reauthorizeOnce(ctx context.Context) {
 }
 
 func (e *Engine) reauthorizeRelease(ctx context.Context, key, id string, v Verdict) {
-	unlock, ok := e.locks.tryLock(key)
+	unlock, ok := e.keys.tryLock(key)
 	if !ok {
 		return
 	}
 	defer unlock()
-	c, st := e.table.lookup(key)
-	if st == StateNone || c.ID != id || !e.table.isDetached(key, id) {
+	c, st := e.keys.lookup(key)
+	if st == StateNone || c.ID != id || !e.keys.isDetached(key, id) {
 		return // adopted or released meanwhile
 	}
 	if err := e.release(ctx, key, c, st, "reauthorized/"+v.Reason); err != nil {
 		e.log.WarnContext(ctx, "release of a claim whose Pod is gone failed; asked again next pass", "pod", key, "claim", id, "error", err)
+	}
+}
+
+// dropDetached ends the detached mark of a key whose row no longer holds
+// claim id, under the key lock; a busy key is looked at next pass.
+func (e *Engine) dropDetached(key, id string) {
+	unlock, ok := e.keys.tryLock(key)
+	if !ok {
+		return
+	}
+	defer unlock()
+	if c, st := e.keys.lookup(key); e.keys.isDetached(key, id) && (st == StateNone || c.ID != id) {
+		e.keys.attach(key)
 	}
 }

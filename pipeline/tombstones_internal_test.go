@@ -17,7 +17,7 @@ func TestTombstonesAreKeptUpToTheirBoundAndTTL(t *testing.T) {
 	if Defaults.Tombstones != maxTombstones {
 		t.Fatalf("the default bound is %d, want %d", Defaults.Tombstones, maxTombstones)
 	}
-	g := newGenerations(clk, Defaults.Tombstones)
+	g := newRecords(nil, clk, Defaults.Tombstones)
 	uid := func(i int) string { return fmt.Sprintf("uid-%06d", i) }
 	for i := range maxTombstones {
 		g.died(fmt.Sprintf("ns/p%d", i), uid(i))
@@ -42,7 +42,7 @@ func TestTombstonesAreKeptUpToTheirBoundAndTTL(t *testing.T) {
 
 // A create lifts its UID's tombstone at once.
 func TestACreateLiftsItsTombstone(t *testing.T) {
-	g := newGenerations(clocktesting.NewFakePassiveClock(time.Now()), 8)
+	g := newRecords(nil, clocktesting.NewFakePassiveClock(time.Now()), 8)
 	g.died("ns/p", "uid-a")
 	if g.live("ns/p", "uid-a") {
 		t.Fatal("a deleted generation is live")

@@ -26,12 +26,12 @@ func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox) bool {
 	if !ok || r.ClaimedAt == nil || time.Since(*r.ClaimedAt) < e.cfg.SettleWindow || e.sbx.Tenant() {
 		return false
 	}
-	unlock, ok := e.locks.tryLock(key)
+	unlock, ok := e.keys.tryLock(key)
 	if !ok {
 		return false
 	}
 	defer unlock()
-	if c, st := e.table.lookup(key); st != StateNone && c.ID == r.ID {
+	if c, st := e.keys.lookup(key); st != StateNone && c.ID == r.ID {
 		return false // delivered after the listing
 	}
 	// The read proves the VM is still there; its token, where the server

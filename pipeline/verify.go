@@ -78,8 +78,8 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 		if !ours {
 			continue
 		}
-		if c, st := e.table.lookup(key); st == StateNone || c.ID != r.ID {
-			e.table.setUnsettled(key, true)
+		if c, st := e.keys.lookup(key); st == StateNone || c.ID != r.ID {
+			e.keys.setUnsettled(key, true)
 			unheld++
 		}
 	}
@@ -92,13 +92,13 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 	}
 	var lifted, dropped, unproven int
 	var failed error
-	for _, key := range e.table.quarantinedKeys() {
-		unlock, ok := e.locks.tryLock(key)
+	for _, key := range e.keys.quarantinedKeys() {
+		unlock, ok := e.keys.tryLock(key)
 		if !ok {
 			failed = errKeyBusy // stays quarantined; the next try looks again
 			continue
 		}
-		c, st := e.table.lookup(key)
+		c, st := e.keys.lookup(key)
 		if st == StateQuarantined {
 			_, ok := listed[c.ID]
 			switch gone, err := e.proveGone(ctx, ok, c.ID); {
@@ -107,7 +107,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 			case err != nil:
 				failed = err // stays quarantined; the next try asks again
 			case !gone:
-				e.table.lift(key)
+				e.keys.lift(key)
 				lifted++
 				e.obs.Decision(ctx, DecisionQuarantineLifted, "listed")
 			default:
@@ -178,5 +178,5 @@ func (e *Engine) startupListed() bool {
 // holds: the key is unsettled, or the startup listing has not told yet.
 // Only then does a transaction pay for a claim_ref lookup.
 func (e *Engine) maybeUnheld(key string) bool {
-	return !e.startupListed() || e.table.isUnsettled(key)
+	return !e.startupListed() || e.keys.isUnsettled(key)
 }
