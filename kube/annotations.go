@@ -23,11 +23,15 @@ const (
 	// the Pod's name, written back with the Pod's first status. It is what
 	// tells virtual-kubelet, which compares Pods without their UIDs, that a
 	// same-name replacement is not the Pod it already handed over (see
-	// cachedPod).
+	// vkcompat.PodCacheTransform).
 	AnnPodUID = "sandbox.cocoonstack.io/pod-uid"
 
 	RuntimeSandboxd = "sandboxd"
 )
+
+// writtenBack are the annotations this provider writes on its own Pods, in
+// the same status write that pushes the claim (or its renewal).
+var writtenBack = []string{AnnClaimID, AnnDeadline, AnnPodUID}
 
 // AnnotationError is a Pod that cannot become a claim as written. It is an
 // errdefs.InvalidInput (it has the InvalidInput method), so virtual-kubelet fails the create, and no claim is

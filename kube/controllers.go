@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 )
 
 // informerResync is how often the Pod informer replays its cache to the
@@ -30,12 +32,9 @@ const informerResync = 10 * time.Minute
 // of the three).
 //
 // The Pod informer the pod controller watches through drops the echo of
-// the provider's own claim write (echoFilteredPods), and its cache holds
-// Pods without their managedFields: nothing on the node reads them, and
-// they are a large share of each Pod's bytes in every copy and status
-// write.
-// The apiserver takes a status write's managedFields from the stored Pod,
-// never from the request, so none is lost there.
+// the provider's own claim write (vkcompat.EchoFilteredPods), and its cache
+// holds Pods stamped with their generation and without their managedFields
+// (vkcompat.PodCacheTransform).
 //
 // The API traffic that remains: the Pod informer (this node's Pods only,
 // by field selector), the Node (registered, then its status patched), the
@@ -82,30 +81,24 @@ func newControllers(c controllerConfig) (*controllers, error) {
 // podControllerConfig is the pod controller's configuration: this node's
 // Pod informer behind the echo filter, informers that never start for
 // what env resolution would need, and status and delete queues that do
-// not give up while the Pod exists.
+// not give up while the Pod exists. What compensates for virtual-kubelet
+// comes from vkcompat.
 func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactory) (node.PodControllerConfig, error) {
 	// Never started (see controllers).
 	unused := informers.NewSharedInformerFactory(c.client, 0).Core().V1()
 	pcCfg := node.PodControllerConfig{
-		PodClient:                 undecodedStatusPods{c.client.CoreV1()},
+		PodClient:                 vkcompat.UndecodedStatusPods{Client: c.client.CoreV1()},
 		EventRecorder:             c.recorder,
 		Provider:                  c.provider,
-		PodInformer:               echoFilteredPods{pods.Core().V1().Pods()},
+		PodInformer:               vkcompat.EchoFilteredPods(pods.Core().V1().Pods(), writtenBack),
 		SecretInformer:            unused.Secrets(),
 		ConfigMapInformer:         unused.ConfigMaps(),
 		ServiceInformer:           unused.Services(),
 		SkipDownwardAPIResolution: true,
 		// A Pod's status write, and the final delete of a Pod the node
-		// has let go, are retried for as long as the Pod exists (both
-		// handlers return nil once the informer no longer shows it, or
-		// shows another UID), backing off per Pod up to the limiter's cap.
-		// virtual-kubelet's default gives up after 20 tries, about 4
-		// minutes at a 30 s cap. The provider pushes a claim's Running
-		// status once, so an apiserver outage longer than that would leave
-		// a claimed Pod Pending for good, its VM held; and a deleted Pod
-		// would stay Terminating. A kubelet does not give up either.
-		SyncPodStatusFromProviderShouldRetryFunc: retryWhileThePodExists,
-		DeletePodsFromKubernetesShouldRetryFunc:  retryWhileThePodExists,
+		// has let go, are retried for as long as the Pod exists.
+		SyncPodStatusFromProviderShouldRetryFunc: vkcompat.RetryWhileThePodExists,
+		DeletePodsFromKubernetesShouldRetryFunc:  vkcompat.RetryWhileThePodExists,
 	}
 	for _, o := range c.overrides {
 		if err := o(&pcCfg); err != nil {
@@ -116,43 +109,10 @@ func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactor
 }
 
 // NodePods is the informer factory of this node's Pods (by field selector),
-// cached as cachedPod leaves them. bench/nullnode watches through it too,
-// so that its floor is measured on the same watch and cache.
+// cached as vkcompat.PodCacheTransform leaves them, stamped under AnnPodUID.
 func NodePods(client kubernetes.Interface, nodeName string) informers.SharedInformerFactory {
 	return informers.NewSharedInformerFactoryWithOptions(client, informerResync, nodeutil.PodInformerFilter(nodeName),
-		informers.WithTransform(cachedPod))
-}
-
-// cachedPod is the Pod cache's transform (see controllers). It may change
-// the Pod in place: the informer owns each object it decodes.
-//
-//   - managedFields are dropped: nothing on the node reads them, and they
-//     would travel in every copy and every status write (the apiserver
-//     keeps them from the stored Pod).
-//   - AnnPodUID is set to the Pod's own UID, whatever the apiserver holds,
-//     and the Pod's first status write carries it back. Why: when a Pod's
-//     delete and its same-name replacement's create reach virtual-kubelet's
-//     worker as one sync, it never calls DeletePod for the old Pod. It gets
-//     the provider's copy by name and calls UpdatePod only if that copy
-//     differs from the new Pod in spec, labels or annotations; UIDs are not
-//     compared. A replacement identical to the old Pod would then be
-//     neither created nor updated, and stay Pending with no status. The
-//     stamp makes them differ, even when the replacement was made from a
-//     copy of the old Pod (kubectl get -o yaml, then create) and carried
-//     the old generation's stamp.
-func cachedPod(obj any) (any, error) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		p.ManagedFields = nil
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
-		}
-		p.Annotations[AnnPodUID] = string(p.UID)
-	}
-	return obj, nil
-}
-
-func retryWhileThePodExists(context.Context, string, int, time.Time, error) (*time.Duration, error) {
-	return nil, nil // nil delay: the queue's per-item backoff decides when
+		informers.WithTransform(vkcompat.PodCacheTransform(AnnPodUID)))
 }
 
 // run starts the Pod informer and the pod controller, then, once the pod

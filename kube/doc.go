@@ -13,6 +13,8 @@
 // (portforward.go) is sandboxd's ports relay, and the stats summary
 // (stats.go) reads each VM's memory. logs.go says where output lives.
 //
-// Several pieces here only compensate for behaviours of virtual-kubelet
-// v1.14.1; docs/virtual-kubelet.md lists them, with their tests, for an upgrade.
+// What only compensates for behaviours of virtual-kubelet lives in
+// kube/vkcompat, which this package wires (controllers.go, node.go,
+// provider.go). docs/virtual-kubelet.md lists every workaround, here and
+// there, with its tests: the checklist for a virtual-kubelet upgrade.
 package kube

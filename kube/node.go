@@ -20,6 +20,7 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
 
@@ -154,7 +155,7 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 		if retryMax <= 0 {
 			retryMax = DefaultNodeOptions.RetryMax
 		}
-		overrides = append(overrides, replaceRateLimiters(o.Metrics, retryMax))
+		overrides = append(overrides, vkcompat.ReplaceRateLimiters(o.Metrics, retryMax))
 	}
 	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides, health: o.Health})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestStatusChangesLeaveEarlierPodObjectsUnchanged(t *testing.T) {
 	p := providerOver(t, nopEngine{}, ProviderOptions{Log: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
-	in := benchPod()
+	in := testkit.RunningSandboxPod()
 	delete(in.Annotations, AnnClaimID)
 	in.Status = corev1.PodStatus{Phase: corev1.PodPending}
 	if err := p.CreatePod(ctx, in); err != nil {
@@ -62,7 +63,7 @@ func BenchmarkPublishRunning(b *testing.B) {
 	p := providerOver(b, nopEngine{}, ProviderOptions{Log: slog.New(slog.DiscardHandler)})
 	var pushed *corev1.Pod
 	p.NotifyPods(context.Background(), func(pod *corev1.Pod) { pushed = pod })
-	src := benchPod()
+	src := testkit.RunningSandboxPod()
 	src.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort}
 	c := pipeline.ClaimView{ID: "sb_6729611cf7cee115", Address: "10.77.0.1:8080", ClaimedAt: time.Now(), Deadline: time.Now().Add(time.Hour)}
 	ref := refOf(src)

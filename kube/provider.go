@@ -13,10 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
@@ -138,7 +138,8 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	// virtual-kubelet hands the provider a copy of its own and never
 	// touches it again, so the cache's entry shares it (see revise). It is
-	// already stamped with its generation by the informer (cachedPod).
+	// already stamped with its generation by the informer
+	// (vkcompat.PodCacheTransform).
 	np := revise(pod)
 	np.Status = pendingStatus(pod, "SandboxClaiming", "claiming a warm sandbox")
 	p.cache.put(key, np)
@@ -195,24 +196,10 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 // newerGeneration reports whether pod, another generation of the key than
 // cur, replaces it. virtual-kubelet hands a replacement over as an update
 // when the old Pod's delete and the new Pod's create reach its worker as
-// one sync of the key: then DeletePod never comes for the old generation.
-// A deleted generation is stale. Otherwise the resource versions order the
-// two: a same-name Pod is created only after the old one left storage, so
-// every version of the replacement is above every version of the Pod it
-// replaces, whatever the apiservers' clocks say. Without comparable
-// versions (objects not read from an apiserver) the creation timestamps
-// decide; they have a one-second grain, so a generation of the same second
-// counts as the replacement: virtual-kubelet reads its Pods from an
-// informer that only moves forward, and taking a replacement for a stale
-// update would leave it Pending forever.
+// one sync of the key (vkcompat.NewerGeneration orders the two). A
+// generation the engine saw deleted is stale.
 func (p *Provider) newerGeneration(pod, cur *corev1.Pod) bool {
-	if p.engine.Deleted(string(pod.UID)) {
-		return false
-	}
-	if c, err := resourceversion.CompareResourceVersion(pod.ResourceVersion, cur.ResourceVersion); err == nil {
-		return c > 0
-	}
-	return !pod.CreationTimestamp.Before(&cur.CreationTimestamp)
+	return !p.engine.Deleted(string(pod.UID)) && vkcompat.NewerGeneration(pod, cur)
 }
 
 // DeletePod decides, from the owner, whether the VM goes with the Pod. A

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
 
@@ -31,7 +32,7 @@ func eventRecorder(cfg *config, rc *rest.Config, m *telemetry.Metrics, log *slog
 	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	r = eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vk-sandbox", Host: cfg.NodeName})
 	if cfg.EventQPS > 0 {
-		r = kube.Budgeted(r, rate.NewLimiter(rate.Limit(cfg.EventQPS), cfg.EventBurst), shedReporter(m, log))
+		r = vkcompat.Budgeted(r, rate.NewLimiter(rate.Limit(cfg.EventQPS), cfg.EventBurst), shedReporter(m, log))
 	}
 	if !cfg.NormalEvents {
 		r = kube.WarningsOnly(r)

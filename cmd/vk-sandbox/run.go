@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
@@ -135,7 +136,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Node: kube.NodeOptions{
 			Name: cfg.NodeName, IP: cfg.NodeIP, ListenAddr: cfg.ListenAddr, Labels: labels,
 			CPU: cfg.NodeCPU, Memory: cfg.NodeMemory, Pods: cfg.NodePods, TLS: tlsCfg, Version: version,
-			Client: client, EventRecorder: kube.QuietRecorder(recorder), Workers: cfg.VKWorkers, Metrics: tel.Metrics,
+			Client: client, EventRecorder: vkcompat.QuietRecorder(recorder), Workers: cfg.VKWorkers, Metrics: tel.Metrics,
 			RetryMax: cfg.RequeueMax, NoAuth: cfg.UnsafeKubeletNoAuth, ClientCA: clientCA,
 			Health: kube.NodeHealthOptions{Sandboxd: sbx, PingInterval: cfg.SandboxdPingInterval, StateDir: filepath.Dir(cfg.StatePath), Log: log},
 		},

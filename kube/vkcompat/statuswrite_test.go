@@ -1,4 +1,4 @@
-package kube
+package vkcompat
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 )
 
 // statusServer answers PUT /api/v1/namespaces/ns/pods/p/status with code,
@@ -51,7 +53,10 @@ func statusServer(t *testing.T, code int, reason metav1.StatusReason) (*httptest
 func coreClientFor(tb testing.TB, srv *httptest.Server, contentType string) corev1client.CoreV1Interface {
 	tb.Helper()
 	rc := &rest.Config{Host: srv.URL, QPS: -1}
-	UseContentType(rc, contentType)
+	rc.ContentType, rc.AcceptContentTypes = contentType, contentType
+	if contentType != runtime.ContentTypeJSON {
+		rc.AcceptContentTypes += "," + runtime.ContentTypeJSON // as kube.UseContentType sets it
+	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		tb.Fatal(err)
@@ -59,8 +64,8 @@ func coreClientFor(tb testing.TB, srv *httptest.Server, contentType string) core
 	return cs.CoreV1()
 }
 
-func statusWriterFor(t *testing.T, srv *httptest.Server) undecodedStatusPods {
-	return undecodedStatusPods{coreClientFor(t, srv, runtime.ContentTypeJSON)}
+func statusWriterFor(t *testing.T, srv *httptest.Server) UndecodedStatusPods {
+	return UndecodedStatusPods{coreClientFor(t, srv, runtime.ContentTypeJSON)}
 }
 
 func TestStatusWriteSendsThePodAndReturnsItUndecoded(t *testing.T) {
@@ -104,10 +109,10 @@ func TestStatusWriteErrorsKeepTheirType(t *testing.T) {
 
 // BenchmarkStatusWrite compares virtual-kubelet's status write through the
 // typed client (which decodes the Pod answered) and through
-// undecodedStatusPods, against a server answering a sandbox Pod in
+// UndecodedStatusPods, against a server answering a sandbox Pod in
 // protobuf, as the apiserver does.
 func BenchmarkStatusWrite(b *testing.B) {
-	pod := benchPod()
+	pod := testkit.RunningSandboxPod()
 	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	answer, err := runtime.Encode(scheme.Codecs.EncoderForVersion(ser, corev1.SchemeGroupVersion), pod)
 	if err != nil {
@@ -120,7 +125,7 @@ func BenchmarkStatusWrite(b *testing.B) {
 	}))
 	b.Cleanup(srv.Close)
 	core := coreClientFor(b, srv, runtime.ContentTypeProtobuf)
-	for name, pods := range map[string]corev1client.PodsGetter{"typed": core, "undecoded": undecodedStatusPods{core}} {
+	for name, pods := range map[string]corev1client.PodsGetter{"typed": core, "undecoded": UndecodedStatusPods{core}} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -129,35 +134,5 @@ func BenchmarkStatusWrite(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// benchPod is a sandbox Pod as a node holds it once Running.
-func benchPod() *corev1.Pod {
-	t := metav1.Now()
-	return &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
-		ObjectMeta: metav1.ObjectMeta{Name: "agent-7f9c", Namespace: "team-a", UID: "5f1c1f0e-6a3b-4f7e-9a53-0b7c1d2e3f40",
-			ResourceVersion: "123456", CreationTimestamp: t,
-			Labels: map[string]string{"agents.x-k8s.io/sandbox-name-hash": "4fe7f1a6", "app": "agent"},
-			Annotations: map[string]string{AnnClaimID: "sb_6729611cf7cee115", AnnTemplate: "default",
-				AnnPodUID: "5f1c1f0e-6a3b-4f7e-9a53-0b7c1d2e3f40"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: "agent-7f9c",
-				UID: "0c8d9e2f-1111-4a2b-8c3d-4e5f60718293"}},
-		},
-		Spec: corev1.PodSpec{
-			NodeName:     "worker-1-sandboxd",
-			NodeSelector: map[string]string{"type": "virtual-kubelet"},
-			Tolerations:  []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/example/agent:1.2.3",
-				Ports: []corev1.ContainerPort{{ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}}},
-		},
-		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning, PodIP: "10.77.0.1", PodIPs: []corev1.PodIP{{IP: "10.77.0.1"}}, HostIP: "10.0.0.5", StartTime: &t,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: t},
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: t}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "agent", Ready: true, Image: "ghcr.io/example/agent:1.2.3",
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}}}},
-		},
 	}
 }

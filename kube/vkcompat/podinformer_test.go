@@ -1,4 +1,4 @@
-package kube
+package vkcompat
 
 import (
 	"slices"
@@ -13,7 +13,7 @@ func echoTestPod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", ResourceVersion: "1",
 			Labels:      map[string]string{"app": "x"},
-			Annotations: map[string]string{AnnTemplate: "default"}},
+			Annotations: map[string]string{annTemplate: "default"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img:1"}}},
 	}
 }
@@ -23,9 +23,9 @@ func echoTestPod() *corev1.Pod {
 func TestOnlyTheEchoOfTheProvidersOwnWriteIsDropped(t *testing.T) {
 	claimed := func(p *corev1.Pod) {
 		p.ResourceVersion = "2"
-		p.Annotations[AnnClaimID] = "sb_1"
-		p.Annotations[AnnDeadline] = "2026-12-05T00:00:00Z"
-		p.Annotations[AnnPodUID] = string(p.UID)
+		p.Annotations[annClaimID] = "sb_1"
+		p.Annotations[annDeadline] = "2026-12-05T00:00:00Z"
+		p.Annotations[annPodUID] = string(p.UID)
 		p.Status.Phase = corev1.PodRunning
 	}
 	now := metav1.Now()
@@ -37,10 +37,10 @@ func TestOnlyTheEchoOfTheProvidersOwnWriteIsDropped(t *testing.T) {
 		{"claim written back", claimed, true},
 		{"a Pending status written back", func(p *corev1.Pod) {
 			p.ResourceVersion = "2"
-			p.Annotations[AnnPodUID] = string(p.UID)
+			p.Annotations[annPodUID] = string(p.UID)
 			p.Status.Reason = "SandboxCapacityMiss"
 		}, true},
-		{"lease renewed", func(p *corev1.Pod) { claimed(p); p.Annotations[AnnDeadline] = "2026-12-06T00:00:00Z" }, true},
+		{"lease renewed", func(p *corev1.Pod) { claimed(p); p.Annotations[annDeadline] = "2026-12-06T00:00:00Z" }, true},
 		{"resync, nothing changed", func(p *corev1.Pod) {}, false},
 		{"status only, by anyone", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, false},
 		{"another annotation too", func(p *corev1.Pod) { claimed(p); p.Annotations["x"] = "y" }, false},
@@ -55,7 +55,7 @@ func TestOnlyTheEchoOfTheProvidersOwnWriteIsDropped(t *testing.T) {
 			nw := old.DeepCopy()
 			c.change(nw)
 			var got int
-			h := echoFilter{cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { got++ }}}
+			h := echoFilter{cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, _ any) { got++ }}, writtenBack}
 			h.OnUpdate(old, nw)
 			if dropped := got == 0; dropped != c.dropped {
 				t.Fatalf("dropped=%v, want %v", dropped, c.dropped)
@@ -78,7 +78,7 @@ func TestAnUpdateToAnotherGenerationIsADeleteThenAnAdd(t *testing.T) {
 		AddFunc:    func(obj any) { got = append(got, "add "+string(obj.(*corev1.Pod).UID)) },
 		UpdateFunc: func(_, _ any) { got = append(got, "update") },
 		DeleteFunc: func(obj any) { got = append(got, "delete "+string(obj.(*corev1.Pod).UID)) },
-	}}
+	}, writtenBack}
 	h.OnUpdate(old, nw)
 	if want := []string{"delete u1", "add u2"}; !slices.Equal(got, want) {
 		t.Fatalf("events %q, want %q", got, want)
@@ -92,7 +92,7 @@ func TestAnUpdateToAnotherGenerationIsADeleteThenAnAdd(t *testing.T) {
 func TestADeleteLearnedFromARelistReachesVirtualKubeletAsThePod(t *testing.T) {
 	pod := echoTestPod()
 	var got []any
-	h := echoFilter{cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) { got = append(got, obj) }}}
+	h := echoFilter{cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) { got = append(got, obj) }}, writtenBack}
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: pod.Namespace + "/" + pod.Name, Obj: pod})
 	h.OnDelete(pod)
 	if len(got) != 2 {

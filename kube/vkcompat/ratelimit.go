@@ -1,4 +1,13 @@
-package kube
+package vkcompat
+
+// The replaced and metered rate limiters (docs/virtual-kubelet.md, 8).
+//
+// Behaviour: virtual-kubelet gives each pod controller queue client-go's
+// default controller limiter (per-item backoff plus a 10 qps / burst 100
+// token bucket), and its queues export no metrics.
+// Pinned by: TestQueueRetriesBackOffUpToTheCap,
+// TestPodControllerQueuesHaveNoTokenBucket, and end to end
+// TestMetricsMoveWithClaimsAndDecisions.
 
 import (
 	"sync"
@@ -10,7 +19,8 @@ import (
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
 
-// virtual-kubelet's pod controller queues, by the names it gives them.
+// virtual-kubelet's pod controller queues, by the names NewPodController
+// gives them.
 const (
 	queueSyncPods   = "syncPodsFromKubernetes"
 	queueDeletePods = "deletePodsFromKubernetes"
@@ -37,7 +47,7 @@ type meteredLimiter struct {
 func newMeteredLimiter(name string, m *telemetry.Metrics, retryMax time.Duration) *meteredLimiter {
 	return &meteredLimiter{
 		// Failures back off per item from 5ms to retryMax; there is no
-		// global token bucket (replaceRateLimiters says why).
+		// global token bucket (ReplaceRateLimiters says why).
 		TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, retryMax),
 		name:             name, m: m, added: map[any]time.Time{},
 	}
@@ -76,11 +86,12 @@ func (l *meteredLimiter) stat(now time.Time) telemetry.QueueStat {
 	return s
 }
 
-// replaceRateLimiters drops virtual-kubelet's default token bucket (10 qps,
+// ReplaceRateLimiters drops virtual-kubelet's default token bucket (10 qps,
 // burst 100) from its three queues: past a burst of 100 Pods it made creates
 // and status pushes crawl at 10/s. Failures still back off per item. The
-// new limiters also meter the queues (meteredLimiter).
-func replaceRateLimiters(m *telemetry.Metrics, retryMax time.Duration) func(*node.PodControllerConfig) error {
+// new limiters also meter the queues (meteredLimiter) into m, which may be
+// nil.
+func ReplaceRateLimiters(m *telemetry.Metrics, retryMax time.Duration) func(*node.PodControllerConfig) error {
 	return func(c *node.PodControllerConfig) error {
 		syncQ, deleteQ, statusQ := newMeteredLimiter(queueSyncPods, m, retryMax), newMeteredLimiter(queueDeletePods, m, retryMax), newMeteredLimiter(queuePodStatus, m, retryMax)
 		c.SyncPodsFromKubernetesRateLimiter = syncQ

@@ -1,4 +1,4 @@
-package kube
+package vkcompat
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func TestQueueRetriesBackOffUpToTheCap(t *testing.T) {
 // 100) would delay the 101st by about 100 ms and each one after by more.
 func TestPodControllerQueuesHaveNoTokenBucket(t *testing.T) {
 	var c node.PodControllerConfig
-	if err := replaceRateLimiters(nil, time.Second)(&c); err != nil {
+	if err := ReplaceRateLimiters(nil, time.Second)(&c); err != nil {
 		t.Fatal(err)
 	}
 	for name, l := range map[string]workqueue.TypedRateLimiter[any]{

@@ -1,4 +1,12 @@
-package kube
+package vkcompat
+
+// The undecoded status write (docs/virtual-kubelet.md, 6).
+//
+// Behaviour: virtual-kubelet's pod controller writes a Pod's status with
+// UpdateStatus and discards the Pod the apiserver answers with.
+// Pinned by: TestStatusWriteSendsThePodAndReturnsItUndecoded,
+// TestStatusWriteErrorsKeepTheirType, and in kube
+// TestPodStatusWritesDoNotDecodeTheAnswer (the wiring).
 
 import (
 	"context"
@@ -9,19 +17,19 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
-// undecodedStatusPods is the Pod client virtual-kubelet's pod controller
+// UndecodedStatusPods is the Pod client virtual-kubelet's pod controller
 // writes through. It is the typed client except for UpdateStatus, which
 // does not decode the Pod the apiserver answers with: virtual-kubelet
 // discards that answer, and decoding a whole Pod for every status write is
 // work a dense node does thousands of times for nothing. Errors are
 // decoded as the typed client decodes them (a 404 is still IsNotFound, a
 // conflict IsConflict).
-type undecodedStatusPods struct {
-	client corev1client.CoreV1Interface
+type UndecodedStatusPods struct {
+	Client corev1client.CoreV1Interface
 }
 
-func (g undecodedStatusPods) Pods(namespace string) corev1client.PodInterface {
-	return undecodedStatusPodInterface{PodInterface: g.client.Pods(namespace), client: g.client, namespace: namespace}
+func (g UndecodedStatusPods) Pods(namespace string) corev1client.PodInterface {
+	return undecodedStatusPodInterface{PodInterface: g.Client.Pods(namespace), client: g.Client, namespace: namespace}
 }
 
 type undecodedStatusPodInterface struct {
