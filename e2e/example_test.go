@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -52,7 +53,7 @@ func TestInstallExampleSandboxRuns(t *testing.T) {
 
 	// The Pod template, as the provider and the scheduler read it.
 	tmplMeta, _, _ := unstructured.NestedStringMap(sb.Object, "spec", "podTemplate", "metadata", "annotations")
-	if _, err := kube.ParseClaimSpec(ns+"/"+sb.GetName(), tmplMeta); err != nil {
+	if _, err := kube.ParseClaimSpec(pipeline.JoinKey(ns, sb.GetName()), tmplMeta); err != nil {
 		t.Errorf("the example's annotations are refused: %v", err)
 	}
 	rawSpec, _, _ := unstructured.NestedMap(sb.Object, "spec", "podTemplate", "spec")

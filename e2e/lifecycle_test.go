@@ -373,7 +373,7 @@ func inventoryMismatch(obj map[string]any, n *vkNode, address string, keys map[s
 		// Exactly the consumer's fields: no template, no claimedAt.
 		want := map[string]any{
 			"name": key, "id": vm, "phase": "Running",
-			"claimRef": id.ClaimRef(key), "addr": n.Sim.OwnerAddr(),
+			"claimRef": id.ClaimRef(pipeline.PodKey(key)), "addr": n.Sim.OwnerAddr(),
 			"deadline": row.Deadline.UTC().Format(time.RFC3339),
 		}
 		if len(m) != len(want) {

@@ -116,7 +116,7 @@ func TestStaleUIDUpdateAndDeleteAreIgnored(t *testing.T) {
 	if err != nil || p.UID != "uid-b" || p.Labels["late"] != "" || p.Status.Phase != corev1.PodRunning {
 		t.Fatalf("stale events changed the current Pod: %+v err=%v", p, err)
 	}
-	if c, ok := eng.Lookup(ns + "/gen"); !ok || c.PodUID != "uid-b" {
+	if c, ok := eng.Lookup(pipeline.JoinKey(ns, "gen")); !ok || c.PodUID != "uid-b" {
 		t.Fatalf("claim = %+v, want bound to uid-b", c)
 	}
 	if got := s.Counters(); got["claim_ok"] != 1 || got["release"] != 0 {
@@ -155,7 +155,7 @@ func TestReplacementArrivingAsAnUpdateInTheSameSecondIsCreated(t *testing.T) {
 	if a.Annotations[kube.AnnClaimID] != b.Annotations[kube.AnnClaimID] {
 		t.Fatalf("uid-b runs %s, want uid-a's VM %s adopted", b.Annotations[kube.AnnClaimID], a.Annotations[kube.AnnClaimID])
 	}
-	if c, ok := r.eng.Lookup(r.ns + "/same"); !ok || c.PodUID != "uid-b" {
+	if c, ok := r.eng.Lookup(pipeline.JoinKey(r.ns, "same")); !ok || c.PodUID != "uid-b" {
 		t.Fatalf("claim = %+v, want bound to uid-b", c)
 	}
 	if got := r.sim.Counters(); got["claim_ok"] != 1 || got["release"] != 0 {
@@ -214,7 +214,7 @@ func TestAReplacedGenerationsClaimIsNotReportedOnItsReplacement(t *testing.T) {
 	if got.Status.Phase == corev1.PodRunning {
 		t.Fatalf("uid-b is reported Running on VM %s, which uid-a (owner-a) claimed", got.Annotations[kube.AnnClaimID])
 	}
-	if c, ok := r.eng.Lookup(r.ns + "/swap"); !ok || c.PodUID != "uid-a" {
+	if c, ok := r.eng.Lookup(pipeline.JoinKey(r.ns, "swap")); !ok || c.PodUID != "uid-a" {
 		t.Fatalf("claim = %+v, want uid-a's, kept for owner-a", c)
 	}
 }

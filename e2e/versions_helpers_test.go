@@ -139,7 +139,7 @@ func (p *profileRun) finalizedAfterGiveUp(t *testing.T) {
 	createPod(t, sandboxPod(ns, "late", n.Name))
 	vm := waitRunning(t, ns, "late").Annotations[kube.AnnClaimID]
 	release()
-	ref := pipeline.Identity{Node: n.Name}.ClaimRef(ns + "/late")
+	ref := pipeline.Identity{Node: n.Name}.ClaimRef(pipeline.JoinKey(ns, "late"))
 	testkit.WaitForCtx(t, waitFor, "the abandoned claim finalized", func(context.Context) (bool, error) {
 		return len(p.vmsOf(ref)) == 2, nil
 	})

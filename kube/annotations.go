@@ -37,7 +37,7 @@ var writtenBack = []string{AnnClaimID, AnnDeadline, AnnPodUID}
 // errdefs.InvalidInput (it has the InvalidInput method), so virtual-kubelet fails the create, and no claim is
 // ever made for it.
 type AnnotationError struct {
-	Pod        string // namespace/name
+	Pod        pipeline.PodKey
 	Annotation string
 	Value      string
 	Reason     string
@@ -61,7 +61,7 @@ func (e *AnnotationError) Error() string {
 //     ahead of each grant (pipeline.TTLWhilePodLives); "0" means the
 //     sandboxd default; a positive value is a cap the Pod's author chose; a
 //     negative or non-integer value fails.
-func ParseClaimSpec(key string, ann map[string]string) (pipeline.ClaimSpec, error) {
+func ParseClaimSpec(key pipeline.PodKey, ann map[string]string) (pipeline.ClaimSpec, error) {
 	fail := func(a, v, why string) (pipeline.ClaimSpec, error) {
 		return pipeline.ClaimSpec{}, &AnnotationError{Pod: key, Annotation: a, Value: v, Reason: why}
 	}

@@ -75,7 +75,7 @@ func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Ve
 // RecordedOwner implements pipeline.OwnerAuthority: the same table, for the
 // owner recorded with a claim rather than a Pod's ownerReference, which a
 // same-name Pod could forge.
-func (a *Authorizer) RecordedOwner(ctx context.Context, key string, c pipeline.ClaimView) pipeline.Verdict {
+func (a *Authorizer) RecordedOwner(ctx context.Context, key pipeline.PodKey, c pipeline.ClaimView) pipeline.Verdict {
 	if !c.OwnerKnown() {
 		return pipeline.Verdict{Reason: pipeline.ReasonOwnerUnknown}
 	}
@@ -86,7 +86,7 @@ func (a *Authorizer) RecordedOwner(ctx context.Context, key string, c pipeline.C
 	if !ok {
 		return pipeline.Verdict{Reason: ReasonOwnerUnnamed}
 	}
-	ns, _, _ := pipeline.SplitKey(key)
+	ns, _, _ := key.Split()
 	return a.ask(ctx, ns, owner)
 }
 

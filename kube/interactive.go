@@ -78,7 +78,11 @@ func (p *Provider) target(namespace, name string) (sandbox, error) {
 // sandbox is what an interactive request needs: the VM and its own token,
 // which sandboxd checks for exec and the ports relay, and the Pod (key and
 // UID) whose claim it is.
-type sandbox struct{ ID, Token, Key, UID string }
+type sandbox struct {
+	ID, Token string
+	Key       pipeline.PodKey
+	UID       string
+}
 
 // explain turns a sandboxd refusal into what a person at kubectl needs to
 // read. The pool's error, already free of tokens, is logged by the caller;

@@ -39,18 +39,18 @@ func (e *claimsEngine) Delete(context.Context, pipeline.PodRef, func(context.Con
 	return pipeline.DeleteResult{}, nil
 }
 func (e *claimsEngine) Deleted(string) bool { return false }
-func (e *claimsEngine) Lookup(key string) (pipeline.ClaimView, bool) {
+func (e *claimsEngine) Lookup(key pipeline.PodKey) (pipeline.ClaimView, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cv, ok := e.claims[key]
+	cv, ok := e.claims[string(key)]
 	return cv, ok
 }
 
 // Credential has pipeline.Engine's rule: a durable claim of that Pod UID.
-func (e *claimsEngine) Credential(key, podUID string) (string, string, bool) {
+func (e *claimsEngine) Credential(key pipeline.PodKey, podUID string) (string, string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cv, ok := e.claims[key]
+	cv, ok := e.claims[string(key)]
 	if !ok || cv.State != pipeline.StateDurable || cv.PodUID != podUID {
 		return "", "", false
 	}
@@ -135,7 +135,7 @@ func (it *interactive) addPod(name string, cr pool.ClaimResponse, phase corev1.P
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent"}, {Name: "sidecar"}}},
 		Status:     corev1.PodStatus{Phase: phase, StartTime: &now},
 	}
-	it.prov.cache.put("ns/"+name, pod)
+	it.prov.cache.put(pipeline.JoinKey("ns", name), pod)
 	it.eng.mu.Lock()
 	it.eng.claims["ns/"+name] = pipeline.ClaimView{State: pipeline.StateDurable, ID: cr.ID, PodUID: string(pod.UID)}
 	it.eng.tokens[cr.ID] = cr.Token

@@ -35,8 +35,8 @@ type InventorySource interface {
 
 // Claims is this node's claim table.
 type Claims interface {
-	Lookup(key string) (pipeline.ClaimView, bool)
-	Range(fn func(key string, c pipeline.ClaimView) bool)
+	Lookup(key pipeline.PodKey) (pipeline.ClaimView, bool)
+	Range(fn func(key pipeline.PodKey, c pipeline.ClaimView) bool)
 	Identity() pipeline.Identity
 }
 
@@ -158,7 +158,7 @@ func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstru
 		listed[r.ID] = r
 	}
 	var entries []any
-	p.Claims.Range(func(key string, c pipeline.ClaimView) bool {
+	p.Claims.Range(func(key pipeline.PodKey, c pipeline.ClaimView) bool {
 		phase := "Running"
 		r, isListed := listed[c.ID]
 		switch v, _ := p.Claims.Lookup(key); {
@@ -169,7 +169,7 @@ func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstru
 		case isListed && r.Hibernated:
 			phase = "Hibernated"
 		}
-		e := map[string]any{"name": key, "id": c.ID, "phase": phase}
+		e := map[string]any{"name": string(key), "id": c.ID, "phase": phase}
 		if isListed && r.ClaimRef != "" {
 			e["claimRef"] = r.ClaimRef
 		}

@@ -21,18 +21,18 @@ type fakeClaims struct {
 }
 
 func (f fakeClaims) Identity() pipeline.Identity { return f.id }
-func (f fakeClaims) Lookup(key string) (pipeline.ClaimView, bool) {
-	c, ok := f.rows[key]
+func (f fakeClaims) Lookup(key pipeline.PodKey) (pipeline.ClaimView, bool) {
+	c, ok := f.rows[string(key)]
 	st := pipeline.StateDurable
 	if c.Owner == "quarantined" {
 		st = pipeline.StateQuarantined
 	}
 	return pipeline.ClaimView{ID: c.ID, Address: c.Address, PodUID: c.PodUID, Deadline: c.Deadline, State: st}, ok
 }
-func (f fakeClaims) Range(fn func(string, pipeline.ClaimView) bool) {
+func (f fakeClaims) Range(fn func(pipeline.PodKey, pipeline.ClaimView) bool) {
 	for k := range f.rows {
-		v, _ := f.Lookup(k)
-		if !fn(k, v) {
+		v, _ := f.Lookup(pipeline.PodKey(k))
+		if !fn(pipeline.PodKey(k), v) {
 			return
 		}
 	}
@@ -100,7 +100,7 @@ func TestInventoryEntriesAreTheClaimTableInTheConsumersFields(t *testing.T) {
 func TestInventoryIsAppliedOnlyWhenChangedOrResyncDue(t *testing.T) {
 	id := pipeline.Identity{Node: "n1"}
 	row := func(name, sb string) pool.Sandbox {
-		return pool.Sandbox{ID: sb, Key: pool.Key{Template: "py"}, ClaimRef: id.ClaimRef(name), Metadata: id.Labels(pipeline.PodRef{Key: name, UID: "u-" + sb})}
+		return pool.Sandbox{ID: sb, Key: pool.Key{Template: "py"}, ClaimRef: id.ClaimRef(pipeline.PodKey(name)), Metadata: id.Labels(pipeline.PodRef{Key: pipeline.PodKey(name), UID: "u-" + sb})}
 	}
 	src := &fakeInventorySource{rows: []pool.Sandbox{row("ns/a", "sb_a"), row("ns/b", "sb_b")}}
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
 // podCache holds the newest Pod object per key, with the status this
@@ -12,18 +14,18 @@ import (
 // mutated, so reads hand out the pointer without a DeepCopy.
 type podCache struct {
 	mu sync.RWMutex
-	m  map[string]*corev1.Pod
+	m  map[pipeline.PodKey]*corev1.Pod
 }
 
-func newPodCache() *podCache { return &podCache{m: map[string]*corev1.Pod{}} }
+func newPodCache() *podCache { return &podCache{m: map[pipeline.PodKey]*corev1.Pod{}} }
 
-func (c *podCache) get(key string) *corev1.Pod {
+func (c *podCache) get(key pipeline.PodKey) *corev1.Pod {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.m[key]
 }
 
-func (c *podCache) put(key string, p *corev1.Pod) {
+func (c *podCache) put(key pipeline.PodKey, p *corev1.Pod) {
 	c.mu.Lock()
 	c.m[key] = p
 	c.mu.Unlock()
@@ -33,7 +35,7 @@ func (c *podCache) put(key string, p *corev1.Pod) {
 // is the generation uid. It returns the new object, or nil when the key now
 // belongs to another generation (or none): identity is re-checked under the
 // lock, so a push for an old Pod can never land on its replacement.
-func (c *podCache) mutate(key, uid string, fn func(old *corev1.Pod) *corev1.Pod) *corev1.Pod {
+func (c *podCache) mutate(key pipeline.PodKey, uid string, fn func(old *corev1.Pod) *corev1.Pod) *corev1.Pod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.m[key]
@@ -46,7 +48,7 @@ func (c *podCache) mutate(key, uid string, fn func(old *corev1.Pod) *corev1.Pod)
 }
 
 // remove drops the entry for key if it is still the generation uid.
-func (c *podCache) remove(key, uid string) bool {
+func (c *podCache) remove(key pipeline.PodKey, uid string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p := c.m[key]; p != nil && string(p.UID) == uid {

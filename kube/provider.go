@@ -24,8 +24,8 @@ import (
 type Engine interface {
 	Create(ctx context.Context, it pipeline.Intent) error
 	Delete(ctx context.Context, ref pipeline.PodRef, authorize func(context.Context) pipeline.Verdict) (pipeline.DeleteResult, error)
-	Lookup(key string) (pipeline.ClaimView, bool)
-	Credential(key, podUID string) (id, token string, ok bool)
+	Lookup(key pipeline.PodKey) (pipeline.ClaimView, bool)
+	Credential(key pipeline.PodKey, podUID string) (id, token string, ok bool)
 	Deleted(uid string) bool
 }
 
@@ -112,7 +112,7 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	return p, nil
 }
 
-func podKey(pod *corev1.Pod) string { return pipeline.JoinKey(pod.Namespace, pod.Name) }
+func podKey(pod *corev1.Pod) pipeline.PodKey { return pipeline.JoinKey(pod.Namespace, pod.Name) }
 
 func refOf(pod *corev1.Pod) pipeline.PodRef {
 	ref := pipeline.PodRef{Key: podKey(pod), UID: string(pod.UID)}

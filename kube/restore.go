@@ -20,10 +20,10 @@ const annRestored = "sandbox.cocoonstack.io/restored-from-state"
 // Pod UID and the recorded controller owner, so the delete is authorized
 // exactly as it would have been (an owner alive still preserves).
 // A Pod that does still exist replaces its stub on its first sync.
-func (p *Provider) Restore(rangeRows func(func(key string, c pipeline.ClaimView) bool)) int {
+func (p *Provider) Restore(rangeRows func(func(key pipeline.PodKey, c pipeline.ClaimView) bool)) int {
 	n := 0
-	rangeRows(func(key string, c pipeline.ClaimView) bool {
-		ns, name, ok := pipeline.SplitKey(key)
+	rangeRows(func(key pipeline.PodKey, c pipeline.ClaimView) bool {
+		ns, name, ok := key.Split()
 		if !ok {
 			return true
 		}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
 // SessionLimits bound the exec sessions (kubectl exec, cp) the node runs
@@ -41,13 +43,13 @@ func (l SessionLimits) withDefaults() SessionLimits {
 type sessionSet struct {
 	mu     sync.Mutex
 	limits SessionLimits
-	byPod  map[string]int
+	byPod  map[pipeline.PodKey]int
 	total  int
 }
 
 // acquire takes a session slot for Pod key, or refuses one past a cap;
 // the returned func gives it back.
-func (s *sessionSet) acquire(key string) (func(), error) {
+func (s *sessionSet) acquire(key pipeline.PodKey) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.limits.withDefaults()
@@ -58,7 +60,7 @@ func (s *sessionSet) acquire(key string) (func(), error) {
 		return nil, errdefs.InvalidInputf("this node already has %d exec sessions open, the most it allows (--exec-max-sessions); try again when one ends", l.PerNode)
 	}
 	if s.byPod == nil {
-		s.byPod = map[string]int{}
+		s.byPod = map[pipeline.PodKey]int{}
 	}
 	s.byPod[key]++
 	s.total++

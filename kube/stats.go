@@ -41,7 +41,7 @@ func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
 			out = append(out, usage{pod: pod})
 		}
 	}
-	slices.SortFunc(out, func(a, b usage) int { return strings.Compare(podKey(a.pod), podKey(b.pod)) })
+	slices.SortFunc(out, func(a, b usage) int { return strings.Compare(string(podKey(a.pod)), string(podKey(b.pod))) })
 	if p.sandboxd == nil || p.sandboxd.Tenant() {
 		return out, false
 	}

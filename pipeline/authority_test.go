@@ -15,7 +15,7 @@ import (
 // ownerAlive answers every recorded owner lookup "alive", as the kube
 // package's authorizer does for a Sandbox that exists with the recorded
 // name and UID.
-func ownerAlive(context.Context, string, pipeline.ClaimView) pipeline.Verdict {
+func ownerAlive(context.Context, pipeline.PodKey, pipeline.ClaimView) pipeline.Verdict {
 	return pipeline.Verdict{Reason: "owner-alive", FromOwner: true}
 }
 
@@ -76,7 +76,7 @@ func TestAnUnnamedOwnerIsAdoptedOnlyByItsVerifiedOwner(t *testing.T) {
 	}{{"verified", "owner-1", true}, {"another-name", "someone-else", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newSim(t, sim.Config{})
-			owners := func(_ context.Context, _ string, c pipeline.ClaimView) pipeline.Verdict {
+			owners := func(_ context.Context, _ pipeline.PodKey, c pipeline.ClaimView) pipeline.Verdict {
 				if c.Owner == "agents.x-k8s.io/v1alpha1/Sandbox/"+tc.owner && c.OwnerUID == "owner-1" {
 					return pipeline.Verdict{Reason: "owner-alive", FromOwner: true}
 				}
@@ -168,7 +168,7 @@ func TestAbsenceFromAListingDropsNoRow(t *testing.T) {
 		e := startEngine(t, testConfig(env.node, st, newReporter()))
 		<-e.Verified()
 		for _, key := range []string{"ns/r", "ns/gone"} {
-			if v, ok := e.Lookup(key); !ok || v.State != pipeline.StateQuarantined {
+			if v, ok := e.Lookup(pipeline.PodKey(key)); !ok || v.State != pipeline.StateQuarantined {
 				t.Fatalf("%s: %v %v, want kept quarantined: the tenant's listing proves nothing", key, v.State, ok)
 			}
 		}
@@ -205,7 +205,7 @@ func (emptyListing) List(context.Context, pool.ListOptions) ([]pool.Sandbox, err
 // no Pod at all, and must still be released when its recorded owner goes.
 func TestAClaimReplacedWithoutADeleteIsReauthorized(t *testing.T) {
 	var gone sync.Map // owner UID → true
-	owners := func(_ context.Context, _ string, c pipeline.ClaimView) pipeline.Verdict {
+	owners := func(_ context.Context, _ pipeline.PodKey, c pipeline.ClaimView) pipeline.Verdict {
 		if _, ok := gone.Load(c.OwnerUID); ok {
 			return pipeline.Verdict{Release: true, Reason: "owner-gone", FromOwner: true}
 		}

@@ -128,7 +128,7 @@ func (r *benchReporter) Running(_ context.Context, ref pipeline.PodRef, _ pipeli
 // Pending would leave a benchmark goroutine waiting: record it, and release
 // the waiter so the run ends and reports the failure.
 func (r *benchReporter) Pending(_ context.Context, ref pipeline.PodRef, reason, msg string) {
-	r.fail(ref.Key + ": Pending " + reason + ": " + msg)
+	r.fail(string(ref.Key) + ": Pending " + reason + ": " + msg)
 	if ch, ok := r.waiters.LoadAndDelete(ref.UID); ok {
 		close(ch.(chan struct{}))
 	}

@@ -151,7 +151,7 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 //     authorize releasing it;
 //   - owner UID without a name (an older row format): adopted only by a
 //     Pod whose named owner, read fresh, is the object with that UID.
-func (e *Engine) ownerMatches(ctx context.Context, key string, c store.Claim, ref PodRef) bool {
+func (e *Engine) ownerMatches(ctx context.Context, key PodKey, c store.Claim, ref PodRef) bool {
 	switch {
 	case !c.OwnerKnown():
 		return true
@@ -269,7 +269,7 @@ func (e *Engine) persistOrRollBack(ctx context.Context, it Intent, c store.Claim
 // caller cannot cancel: Put then reports the true outcome, never "maybe".
 func (e *Engine) persist(ctx context.Context, ref PodRef, c store.Claim) (txResult, bool) {
 	cctx, span := e.tracer.Start(ctx, "store.commit", trace.WithAttributes(attribute.String("vksandbox.claim.id", c.ID)))
-	err := e.store.Put(context.WithoutCancel(cctx), ref.Key, c)
+	err := e.store.Put(context.WithoutCancel(cctx), string(ref.Key), c)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())

@@ -30,16 +30,16 @@ func TestCreateGoesRunningOnlyAfterDurableCommit(t *testing.T) {
 	rep.onRunning = func(ref pipeline.PodRef, c pipeline.ClaimView) {
 		mu.Lock()
 		defer mu.Unlock()
-		row, ok := st.Get(ref.Key)
+		row, ok := st.Get(string(ref.Key))
 		switch {
 		case !ok:
-			problems = append(problems, ref.Key+": Running before the row is in the store")
+			problems = append(problems, string(ref.Key)+": Running before the row is in the store")
 		case row.ID != c.ID || row.Token == "" || row.PodUID != ref.UID:
 			problems = append(problems, fmt.Sprintf("%s: store holds %s/%s, Running reports %s/%s", ref.Key, row.ID, row.PodUID, c.ID, ref.UID))
 		}
 		data, err := os.ReadFile(path)
 		if err != nil || !strings.Contains(string(data), `"id":"`+c.ID+`"`) {
-			problems = append(problems, ref.Key+": Running before the state file holds the claim")
+			problems = append(problems, string(ref.Key)+": Running before the state file holds the claim")
 		}
 	}
 	e := startEngine(t, testConfig(env.root, st, rep))

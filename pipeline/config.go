@@ -129,7 +129,7 @@ func (c *Config) defaults() error {
 
 // bareOnly is the OwnerAuthority without a way to ask an owner: a bare
 // Pod's row (known to have no owner) may go, nothing else.
-func bareOnly(_ context.Context, _ string, c ClaimView) Verdict {
+func bareOnly(_ context.Context, _ PodKey, c ClaimView) Verdict {
 	if c.OwnerKnown() && c.OwnerUID == "" && c.Owner == "" {
 		return Verdict{Release: true, Reason: "bare-pod"}
 	}

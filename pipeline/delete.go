@@ -112,7 +112,7 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 // owner only for a row that records none (migrated from the JSON claims
 // document), and then only a verdict read from an owner object releases it
 // (see delete).
-func (e *Engine) verdictFor(key string, c store.Claim, podVerdict func(context.Context) Verdict) func(context.Context) Verdict {
+func (e *Engine) verdictFor(key PodKey, c store.Claim, podVerdict func(context.Context) Verdict) func(context.Context) Verdict {
 	if !c.OwnerKnown() {
 		return podVerdict
 	}
@@ -131,7 +131,7 @@ func (e *Engine) authorizeSpan(ctx context.Context, authorize func(context.Conte
 // release frees the VM at sandboxd with the row's own token, then forgets
 // the row. The caller holds the key lock and has the authority. The row is
 // forgotten only once sandboxd confirms the VM is gone (see releaseVM).
-func (e *Engine) release(ctx context.Context, key string, c store.Claim, st State, reason string) error {
+func (e *Engine) release(ctx context.Context, key PodKey, c store.Claim, st State, reason string) error {
 	if err := e.releaseVM(ctx, key, c.ID, c.Token); err != nil {
 		e.obs.Decision(ctx, DecisionReleaseFailed, reason)
 		return keyErr(key, "release of "+c.ID, err)
@@ -143,7 +143,7 @@ func (e *Engine) release(ctx context.Context, key string, c store.Claim, st Stat
 	default:
 		// The VM is gone. If this tombstone fails to land, the row comes back
 		// quarantined after a restart and the listing drops it.
-		if err := e.store.Delete(context.WithoutCancel(ctx), key); err != nil {
+		if err := e.store.Delete(context.WithoutCancel(ctx), string(key)); err != nil {
 			return keyErr(key, "forget released claim "+c.ID, err)
 		}
 		e.forgetRow(key)

@@ -15,7 +15,7 @@ import (
 // ownersGone is an OwnerAuthority under which the listed owner UIDs are
 // gone (release) and every other owner lives (preserve); a bare row goes.
 func ownersGone(gone ...string) pipeline.OwnerAuthority {
-	return func(_ context.Context, _ string, c pipeline.ClaimView) pipeline.Verdict {
+	return func(_ context.Context, _ pipeline.PodKey, c pipeline.ClaimView) pipeline.Verdict {
 		if c.OwnerUID == "" && c.OwnerKnown() {
 			return pipeline.Verdict{Release: true, Reason: "bare-pod"}
 		}
@@ -107,7 +107,7 @@ func TestStaleUIDDeleteIsIgnored(t *testing.T) {
 	}
 
 	var asked atomic.Int32
-	stale := pipeline.PodRef{Key: key, UID: "uid-1", OwnerUID: "owner-1"}
+	stale := pipeline.PodRef{Key: pipeline.PodKey(key), UID: "uid-1", OwnerUID: "owner-1"}
 	res, err := r.eng.Delete(context.Background(), stale, func(context.Context) pipeline.Verdict {
 		asked.Add(1)
 		return pipeline.Verdict{Release: true, Reason: "owner-gone"}
@@ -121,7 +121,7 @@ func TestStaleUIDDeleteIsIgnored(t *testing.T) {
 	if got := r.env.count("release"); got != 0 {
 		t.Errorf("release requests = %d, want 0", got)
 	}
-	if cv, ok := r.eng.Lookup(key); !ok || cv.PodUID != "uid-2" || cv.ID != first.claim.ID {
+	if cv, ok := r.eng.Lookup(pipeline.PodKey(key)); !ok || cv.PodUID != "uid-2" || cv.ID != first.claim.ID {
 		t.Errorf("Claim(%s) = %+v %v, want the claim still bound to uid-2", key, cv, ok)
 	}
 }
@@ -205,7 +205,7 @@ func TestDeleteTakesTheOwnerVerdictOutsideTheKeyLock(t *testing.T) {
 	asked, answer := make(chan struct{}), make(chan struct{})
 	reply := sync.OnceFunc(func() { close(answer) })
 	var calls atomic.Int32
-	slow := func(context.Context, string, pipeline.ClaimView) pipeline.Verdict {
+	slow := func(context.Context, pipeline.PodKey, pipeline.ClaimView) pipeline.Verdict {
 		if calls.Add(1) == 1 {
 			close(asked)
 			<-answer

@@ -182,7 +182,7 @@ func (e *Engine) offerAgain(it Intent) {
 
 // Lookup returns the claim of a pod key and its state, without its token.
 // O(1), no IO.
-func (e *Engine) Lookup(key string) (ClaimView, bool) {
+func (e *Engine) Lookup(key PodKey) (ClaimView, bool) {
 	c, st := e.keys.lookup(key)
 	return viewOf(c, st), st != StateNone
 }
@@ -196,7 +196,7 @@ func (e *Engine) Deleted(uid string) bool { return e.keys.deleted(uid) }
 // key holds for podUID, for a request sandboxd serves with the sandbox's
 // own token (exec, port-forward). False if the key holds no durable claim,
 // or holds it for another Pod generation.
-func (e *Engine) Credential(key, podUID string) (id, token string, ok bool) {
+func (e *Engine) Credential(key PodKey, podUID string) (id, token string, ok bool) {
 	c, st := e.keys.lookup(key)
 	if st != StateDurable || c.PodUID != podUID {
 		return "", "", false
@@ -206,8 +206,8 @@ func (e *Engine) Credential(key, podUID string) (id, token string, ok bool) {
 
 // Range visits every durable row, without its token (for startup restore
 // and audits).
-func (e *Engine) Range(fn func(key string, c ClaimView) bool) {
-	e.store.Range(func(key string, c store.Claim) bool { return fn(key, viewOf(c, StateDurable)) })
+func (e *Engine) Range(fn func(key PodKey, c ClaimView) bool) {
+	e.store.Range(func(key string, c store.Claim) bool { return fn(PodKey(key), viewOf(c, StateDurable)) })
 }
 
 // Counts reports held, quarantined and tentative rows.
@@ -295,13 +295,13 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 
 // forgetRow drops what memory holds for a key beside its row, once the row
 // is deleted: its marks and the lease watch's backoff.
-func (e *Engine) forgetRow(key string) { e.keys.forget(key) }
+func (e *Engine) forgetRow(key PodKey) { e.keys.forget(key) }
 
 // cancelIntent drops the queued intent of a UID being deleted.
 func (e *Engine) cancelIntent(uid string) { e.shardFor(uid).cancel(uid) }
 
 func refAttrs(r PodRef) []attribute.KeyValue {
-	ns, name, _ := SplitKey(r.Key)
+	ns, name, _ := r.Key.Split()
 	return []attribute.KeyValue{
 		attribute.String("k8s.namespace.name", ns),
 		attribute.String("k8s.pod.name", name),
@@ -310,6 +310,6 @@ func refAttrs(r PodRef) []attribute.KeyValue {
 }
 
 // keyErr names the Pod and the cause, never a token.
-func keyErr(key, what string, err error) error {
+func keyErr(key PodKey, what string, err error) error {
 	return fmt.Errorf("%s for %s: %w", what, key, err)
 }

@@ -118,7 +118,7 @@ var testID = pipeline.Identity{Node: testNode}
 
 // sandboxesFor is the emulator's live index: the VMs the test engine made
 // for a Pod key.
-func (e *simEnv) sandboxesFor(key string) []pool.Sandbox { return liveFor(e.sim, key) }
+func (e *simEnv) sandboxesFor(key string) []pool.Sandbox { return liveFor(e.sim, pipeline.PodKey(key)) }
 
 // holdsToken reports whether the emulator holds sandbox id with token: a
 // row's credential is the VM's real one.
@@ -247,7 +247,7 @@ func newRig(t testing.TB, sc sim.Config, mod func(*pipeline.Config)) *rig {
 // intent is a Pod of key, generation uid, whose controller owner is the
 // Sandbox named and UID'd owner ("" for a bare Pod).
 func intent(key, uid, owner string) pipeline.Intent {
-	ref := pipeline.PodRef{Key: key, UID: uid, OwnerUID: owner}
+	ref := pipeline.PodRef{Key: pipeline.PodKey(key), UID: uid, OwnerUID: owner}
 	if owner != "" {
 		ref.Owner = "agents.x-k8s.io/v1alpha1/Sandbox/" + owner
 	}
@@ -263,7 +263,7 @@ func create(t testing.TB, e *pipeline.Engine, it pipeline.Intent) {
 
 // allOwnersGone is the recorded-owner authority of a test whose deletes mean
 // "the owner is gone": every recorded owner gives a release verdict.
-func allOwnersGone(context.Context, string, pipeline.ClaimView) pipeline.Verdict {
+func allOwnersGone(context.Context, pipeline.PodKey, pipeline.ClaimView) pipeline.Verdict {
 	return pipeline.Verdict{Release: true, Reason: "owner-gone", FromOwner: true}
 }
 

@@ -41,7 +41,7 @@ const (
 )
 
 // ClaimRef is the claim_ref this node sends for a Pod key.
-func (id Identity) ClaimRef(key string) string { return claimRefPrefix + id.Node + "/" + key }
+func (id Identity) ClaimRef(key PodKey) string { return claimRefPrefix + id.Node + "/" + string(key) }
 
 // Labels are the metadata sent with a claim for ref.
 func (id Identity) Labels(ref PodRef) map[string]string {
@@ -55,18 +55,19 @@ func (id Identity) Labels(ref PodRef) map[string]string {
 // Selector lists one key's VMs by its exact claim_ref. It carries no
 // metadata filter: a server without metadata keeps none, and the client
 // applies every filter to the answer too, which would then drop them all.
-func (id Identity) Selector(key string) pool.ListOptions {
+func (id Identity) Selector(key PodKey) pool.ListOptions {
 	return pool.ListOptions{ClaimRef: id.ClaimRef(key)}
 }
 
 // Owns reports whether this node made the listed VM, and for which Pod key:
 // its claim_ref is this node's, for a well-formed key, and its labels, when
 // the server kept any, do not name another provider or node.
-func (id Identity) Owns(s pool.Sandbox) (key string, ok bool) {
-	key, ok = strings.CutPrefix(s.ClaimRef, claimRefPrefix+id.Node+"/")
-	if !ok || strings.Count(key, "/") != 1 {
+func (id Identity) Owns(s pool.Sandbox) (key PodKey, ok bool) {
+	k, ok := strings.CutPrefix(s.ClaimRef, claimRefPrefix+id.Node+"/")
+	if !ok || strings.Count(k, "/") != 1 {
 		return "", false
 	}
+	key = PodKey(k)
 	if len(s.Metadata) > 0 && (s.Metadata[LabelManagedBy] != ManagedBy || s.Metadata[LabelNode] != id.Node) {
 		return "", false
 	}

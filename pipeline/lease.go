@@ -43,8 +43,9 @@ func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
 }
 
 func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
-	var expired, renew []string
-	e.store.Range(func(key string, c store.Claim) bool {
+	var expired, renew []PodKey
+	e.store.Range(func(k string, c store.Claim) bool {
+		key := PodKey(k)
 		switch {
 		case c.Deadline.IsZero() || !e.leases.ready(key, now):
 		case now.After(c.Deadline):
@@ -88,7 +89,7 @@ func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
 // Pod asked for longer because this process cannot read the Pod yet. Once
 // the Pod is seen, its own ttl-seconds applies; a cap it set may so be
 // passed by at most the time it was unknown.
-func (e *Engine) lifetimeEnd(key string, c store.Claim) (time.Time, bool) {
+func (e *Engine) lifetimeEnd(key PodKey, c store.Claim) (time.Time, bool) {
 	ttl, ok := e.keys.lifetimeOf(key)
 	switch {
 	case !ok || ttl == TTLWhilePodLives:
@@ -134,7 +135,7 @@ func grantAsked(ttl int64) int64 {
 
 // renewDue: the grant ends before the asked-for lifetime, and the deadline
 // is within the renewal lead.
-func (e *Engine) renewDue(key string, c store.Claim, now time.Time) bool {
+func (e *Engine) renewDue(key PodKey, c store.Claim, now time.Time) bool {
 	end, ok := e.lifetimeEnd(key, c)
 	// A grant within a second of the end is the end: deadlines are truncated.
 	if !ok || !c.Deadline.Before(end.Add(-time.Second)) || !e.canRenew() {
@@ -143,7 +144,7 @@ func (e *Engine) renewDue(key string, c store.Claim, now time.Time) bool {
 	return !now.Before(c.Deadline.Add(-e.leases.lead(c)))
 }
 
-func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
+func (e *Engine) renewOne(ctx context.Context, key PodKey, now time.Time) {
 	unlock, ok := e.keys.tryLock(key)
 	if !ok {
 		return // a transaction holds the key: the next tick looks again
@@ -163,7 +164,7 @@ func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
 		// lease: it is what the node will reap by.
 		next := c
 		next.Deadline = resp.Deadline
-		if err = e.store.Put(context.WithoutCancel(ctx), key, next); err == nil {
+		if err = e.store.Put(context.WithoutCancel(ctx), string(key), next); err == nil {
 			e.log.Info("lease renewed", "pod", key, "claim", c.ID, "deadline", next.Deadline, "lifetime_end", end)
 			e.rep.Renewed(ctx, ref, viewOf(next, StateDurable))
 		}
@@ -189,7 +190,7 @@ func (e *Engine) renewOne(ctx context.Context, key string, now time.Time) {
 	e.rep.Warning(ctx, ref, ReasonRenewFailed, err.Error())
 }
 
-func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, listed map[string]time.Time) {
+func (e *Engine) expireOne(ctx context.Context, key PodKey, now time.Time, listed map[string]time.Time) {
 	unlock, ok := e.keys.tryLock(key)
 	if !ok {
 		return // a transaction holds the key: the next tick looks again
@@ -215,7 +216,7 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 			return
 		}
 		c.Deadline = deadline
-		if err := e.store.Put(context.WithoutCancel(ctx), key, c); err != nil {
+		if err := e.store.Put(context.WithoutCancel(ctx), string(key), c); err != nil {
 			e.log.Error("lease watch: could not record the refreshed deadline", "pod", key, "claim", c.ID, "error", err)
 			e.leases.failed(key, now)
 			return
@@ -224,7 +225,7 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 		return
 	}
 	// sandboxd confirms the VM is gone: the row is only forgotten.
-	if err := e.store.Delete(context.WithoutCancel(ctx), key); err != nil {
+	if err := e.store.Delete(context.WithoutCancel(ctx), string(key)); err != nil {
 		e.log.Error("lease watch: could not forget an expired claim", "pod", key, "claim", c.ID, "error", err)
 		e.leases.failed(key, now)
 		return
@@ -241,7 +242,7 @@ func (e *Engine) expireOne(ctx context.Context, key string, now time.Time, liste
 // A tenant token cannot read by id; it releases the VM with the VM's own
 // token instead, which is harmless past the lease: 204 or 404 to the
 // sandbox's own credential after its deadline both mean the VM is gone now.
-func (e *Engine) expiredVM(ctx context.Context, key string, c store.Claim) (deadline time.Time, there bool, err error) {
+func (e *Engine) expiredVM(ctx context.Context, key PodKey, c store.Claim) (deadline time.Time, there bool, err error) {
 	if !e.sbx.Tenant() {
 		row, err := e.sbx.Get(ctx, c.ID)
 		switch {

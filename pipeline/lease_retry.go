@@ -45,11 +45,11 @@ func (l *leaseRetries) tick() time.Duration {
 }
 
 // ready reports whether key may be looked at now.
-func (l *leaseRetries) ready(key string, now time.Time) bool { return l.keys.leaseReady(key, now) }
+func (l *leaseRetries) ready(key PodKey, now time.Time) bool { return l.keys.leaseReady(key, now) }
 
-func (l *leaseRetries) failed(key string, now time.Time) { l.keys.leaseFailed(key, now, l.tick()) }
+func (l *leaseRetries) failed(key PodKey, now time.Time) { l.keys.leaseFailed(key, now, l.tick()) }
 
-func (l *leaseRetries) ok(key string) { l.keys.leaseDecided(key) }
+func (l *leaseRetries) ok(key PodKey) { l.keys.leaseDecided(key) }
 
 // lead is how long before c's deadline its renewal is due.
 func (l *leaseRetries) lead(c store.Claim) time.Duration {

@@ -102,7 +102,7 @@ func TestOwnerUnknownRowIsNeitherBareNorReleasedWithoutAnOwnersVerdict(t *testin
 // owner; one that a replacement adopted is not.
 func TestPreservedClaimIsReleasedOnceItsRecordedOwnerIsGone(t *testing.T) {
 	var ownerGone atomic.Bool
-	owners := func(ctx context.Context, key string, c pipeline.ClaimView) pipeline.Verdict {
+	owners := func(ctx context.Context, key pipeline.PodKey, c pipeline.ClaimView) pipeline.Verdict {
 		if ownerGone.Load() {
 			return pipeline.Verdict{Release: true, Reason: "owner-gone", FromOwner: true}
 		}

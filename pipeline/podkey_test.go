@@ -6,13 +6,13 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
-// SplitKey inverts JoinKey, and a string that is no Pod key says so.
-func TestSplitKeyInvertsJoinKey(t *testing.T) {
-	ns, name, ok := pipeline.SplitKey(pipeline.JoinKey("team-a", "sandbox-0"))
+// PodKey.Split inverts JoinKey, and a string that is no Pod key says so.
+func TestPodKeySplitInvertsJoinKey(t *testing.T) {
+	ns, name, ok := pipeline.JoinKey("team-a", "sandbox-0").Split()
 	if !ok || ns != "team-a" || name != "sandbox-0" {
-		t.Fatalf("SplitKey(JoinKey) = %q, %q, %v; want team-a, sandbox-0, true", ns, name, ok)
+		t.Fatalf("JoinKey(...).Split() = %q, %q, %v; want team-a, sandbox-0, true", ns, name, ok)
 	}
-	if _, _, ok := pipeline.SplitKey("no-slash"); ok {
-		t.Fatal(`SplitKey("no-slash") reported a Pod key`)
+	if _, _, ok := pipeline.PodKey("no-slash").Split(); ok {
+		t.Fatal(`PodKey("no-slash").Split() reported a Pod key`)
 	}
 }

@@ -39,7 +39,7 @@ func TestQuarantineLiftedByListingAndDropsUnlisted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"ns/real", "ns/bogus"} {
-		if cv, ok := e.Lookup(key); !ok || cv.State != pipeline.StateQuarantined {
+		if cv, ok := e.Lookup(pipeline.PodKey(key)); !ok || cv.State != pipeline.StateQuarantined {
 			t.Fatalf("Claim(%s) = %v %v at load, want quarantined", key, cv.State, ok)
 		}
 	}

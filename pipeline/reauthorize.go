@@ -43,7 +43,7 @@ func (e *Engine) reauthorizeOnce(ctx context.Context) {
 	}
 }
 
-func (e *Engine) reauthorizeRelease(ctx context.Context, key, id string, v Verdict) {
+func (e *Engine) reauthorizeRelease(ctx context.Context, key PodKey, id string, v Verdict) {
 	unlock, ok := e.keys.tryLock(key)
 	if !ok {
 		return
@@ -60,7 +60,7 @@ func (e *Engine) reauthorizeRelease(ctx context.Context, key, id string, v Verdi
 
 // dropDetached ends the detached mark of a key whose row no longer holds
 // claim id, under the key lock; a busy key is looked at next pass.
-func (e *Engine) dropDetached(key, id string) {
+func (e *Engine) dropDetached(key PodKey, id string) {
 	unlock, ok := e.keys.tryLock(key)
 	if !ok {
 		return

@@ -86,34 +86,34 @@ type records struct {
 	// store's Holder does for rows. idMu guards it, and makes holdTentative's
 	// check and insert one step.
 	idMu sync.Mutex
-	ids  map[string]string
+	ids  map[string]PodKey
 
 	quarantined atomic.Int64 // records with quarantined set
 }
 
 type recordShard struct {
 	mu sync.Mutex
-	m  map[string]*record
+	m  map[PodKey]*record
 }
 
 // newRecords remembers up to tombstones deleted generations, each for
 // tombstoneTTL of clock's time (Config.Clock, Config.Tombstones).
 func newRecords(st Store, clock cache.Clock, tombstones int) *records {
-	rs := &records{st: st, seed: maphash.MakeSeed(), ids: map[string]string{},
+	rs := &records{st: st, seed: maphash.MakeSeed(), ids: map[string]PodKey{},
 		dead: cache.NewLRUExpireCacheWithClock(tombstones, clock)}
 	for i := range rs.shards {
-		rs.shards[i].m = map[string]*record{}
+		rs.shards[i].m = map[PodKey]*record{}
 	}
 	return rs
 }
 
-func (rs *records) shard(key string) *recordShard {
-	return &rs.shards[maphash.String(rs.seed, key)%uint64(len(rs.shards))]
+func (rs *records) shard(key PodKey) *recordShard {
+	return &rs.shards[maphash.String(rs.seed, string(key))%uint64(len(rs.shards))]
 }
 
 // update runs fn on key's state under its shard's mu, making the record if
 // fn needs one and dropping it once it is idle.
-func (rs *records) update(key string, fn func(s *keyState)) {
+func (rs *records) update(key PodKey, fn func(s *keyState)) {
 	sh := rs.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -133,7 +133,7 @@ func (rs *records) update(key string, fn func(s *keyState)) {
 }
 
 // state is a copy of key's state (zero for a key without a record).
-func (rs *records) state(key string) keyState {
+func (rs *records) state(key PodKey) keyState {
 	sh := rs.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -145,7 +145,7 @@ func (rs *records) state(key string) keyState {
 
 // each visits every record's state, one shard at a time; fn must not call
 // back into records.
-func (rs *records) each(fn func(key string, s *keyState)) {
+func (rs *records) each(fn func(key PodKey, s *keyState)) {
 	for i := range rs.shards {
 		sh := &rs.shards[i]
 		sh.mu.Lock()
@@ -160,7 +160,7 @@ func (rs *records) each(fn func(key string, s *keyState)) {
 }
 
 // lock blocks until key is free, and returns its unlock.
-func (rs *records) lock(key string) func() {
+func (rs *records) lock(key PodKey) func() {
 	sh := rs.shard(key)
 	sh.mu.Lock()
 	r := sh.m[key]
@@ -177,7 +177,7 @@ func (rs *records) lock(key string) func() {
 // tryLock takes key only if it is free now. Background loops use it, so
 // that a transaction in flight on one key never stalls their pass over
 // every other key; the busy key is looked at on the next pass.
-func (rs *records) tryLock(key string) (unlock func(), ok bool) {
+func (rs *records) tryLock(key PodKey) (unlock func(), ok bool) {
 	sh := rs.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -193,7 +193,7 @@ func (rs *records) tryLock(key string) (unlock func(), ok bool) {
 	return func() { sh.unlock(key, r) }, true
 }
 
-func (sh *recordShard) unlock(key string, r *record) {
+func (sh *recordShard) unlock(key PodKey, r *record) {
 	r.lock.Unlock()
 	sh.mu.Lock()
 	if r.refs--; r.idle() {

@@ -39,19 +39,19 @@ func TestARecordGoesOnceItSaysNothing(t *testing.T) {
 	rs, _ := newTestRecords(t)
 	steps := []struct {
 		name string
-		do   func(key string)
+		do   func(key PodKey)
 		want int
 	}{
-		{"born", func(k string) { rs.born(k, "uid-"+k) }, 1},
-		{"lifetime", func(k string) { rs.setLifetime(k, 60) }, 1},
-		{"died", func(k string) { rs.died(k, "uid-"+k) }, 1},
-		{"forget", func(k string) { rs.forget(k) }, 0},
-		{"tentative", func(k string) { rs.setTentative(k, store.Claim{ID: "sb-" + k}) }, 1},
-		{"cleared", func(k string) { rs.clearTentative(k) }, 0},
-		{"lease failed", func(k string) { rs.leaseFailed(k, time.Now(), time.Second) }, 1},
-		{"lease decided", func(k string) { rs.leaseDecided(k) }, 0},
-		{"locked and unlocked", func(k string) { rs.lock(k)() }, 0},
-		{"tried and unlocked", func(k string) {
+		{"born", func(k PodKey) { rs.born(k, "uid-"+string(k)) }, 1},
+		{"lifetime", func(k PodKey) { rs.setLifetime(k, 60) }, 1},
+		{"died", func(k PodKey) { rs.died(k, "uid-"+string(k)) }, 1},
+		{"forget", func(k PodKey) { rs.forget(k) }, 0},
+		{"tentative", func(k PodKey) { rs.setTentative(k, store.Claim{ID: "sb-" + string(k)}) }, 1},
+		{"cleared", func(k PodKey) { rs.clearTentative(k) }, 0},
+		{"lease failed", func(k PodKey) { rs.leaseFailed(k, time.Now(), time.Second) }, 1},
+		{"lease decided", func(k PodKey) { rs.leaseDecided(k) }, 0},
+		{"locked and unlocked", func(k PodKey) { rs.lock(k)() }, 0},
+		{"tried and unlocked", func(k PodKey) {
 			unlock, ok := rs.tryLock(k)
 			if !ok {
 				t.Fatal("tryLock of a free key failed")
@@ -62,7 +62,7 @@ func TestARecordGoesOnceItSaysNothing(t *testing.T) {
 	const keys = 100
 	for _, s := range steps {
 		for i := range keys {
-			s.do(fmt.Sprintf("ns/p%d", i))
+			s.do(PodKey(fmt.Sprintf("ns/p%d", i)))
 		}
 		if got := rs.size(); got != s.want*keys {
 			t.Fatalf("after %s: %d records for %d keys, want %d", s.name, got, keys, s.want*keys)
@@ -83,7 +83,7 @@ func TestOneSandboxIDIsHeldByOneKeyEvenWhenHandedToTwoAtOnce(t *testing.T) {
 		var mu sync.Mutex
 		took := 0
 		for k := range 4 {
-			key := fmt.Sprintf("ns/p%d-%d", round, k)
+			key := PodKey(fmt.Sprintf("ns/p%d-%d", round, k))
 			wg.Go(func() {
 				if _, held := rs.holdTentative(key, store.Claim{ID: id}); !held {
 					mu.Lock()

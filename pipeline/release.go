@@ -26,7 +26,7 @@ const ReasonReleaseUnconfirmed = "SandboxReleaseUnconfirmed"
 //   - no root token: ErrReleaseUnconfirmed, and the caller keeps the row.
 //
 // key names the Pod in logs and errors; the token never appears in either.
-func (e *Engine) releaseVM(ctx context.Context, key, id, token string) error {
+func (e *Engine) releaseVM(ctx context.Context, key PodKey, id, token string) error {
 	err := e.sbx.Release(ctx, id, token)
 	if err == nil || !errors.Is(err, pool.ErrNotFound) {
 		return err

@@ -92,7 +92,7 @@ func (r *r4Rig) claimOK(t *testing.T, prefix string, n int) map[string]string {
 	for i := range n {
 		it := intent(fmt.Sprintf("r4/%s-%d", prefix, i), fmt.Sprintf("uid-%s-%d", prefix, i), "")
 		create(t, r.eng, it)
-		ids[it.Ref.Key] = r.rep.running(t, it.Ref.UID).claim.ID
+		ids[string(it.Ref.Key)] = r.rep.running(t, it.Ref.UID).claim.ID
 	}
 	return ids
 }
@@ -112,7 +112,7 @@ func (r *r4Rig) createRolledBack(t *testing.T, prefix string, n int, errText, er
 	r.rep.outcome(t, pipeline.OutcomeRolledBack, n)
 	for _, it := range failed {
 		ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonStateWrite, 1)
-		if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, errText) {
+		if !strings.Contains(ev.msg, string(it.Ref.Key)) || !strings.Contains(ev.msg, errText) {
 			t.Errorf("Pending message %q does not name the pod and %s", ev.msg, errName)
 		}
 		if find(r.rep.snapshot(), "running", it.Ref.UID, "") >= 0 {

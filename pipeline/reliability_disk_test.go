@@ -63,7 +63,7 @@ func TestR4DiskFull(t *testing.T) {
 	}
 	for _, it := range failed {
 		create(t, r.eng, it)
-		acked[it.Ref.Key] = r.rep.running(t, it.Ref.UID).claim.ID
+		acked[string(it.Ref.Key)] = r.rep.running(t, it.Ref.UID).claim.ID
 	}
 	for k, id := range r.claimOK(t, "after", 2) {
 		acked[k] = id

@@ -112,7 +112,7 @@ func TestR3SandboxdDown(t *testing.T) {
 			it := intent("r3/down", "uid-down", "owner-down")
 			create(t, r.eng, it)
 			ev := r.rep.pending(t, it.Ref.UID, pipeline.ReasonClaimFailed, 3)
-			if !strings.Contains(ev.msg, it.Ref.Key) || !strings.Contains(ev.msg, "connect") {
+			if !strings.Contains(ev.msg, string(it.Ref.Key)) || !strings.Contains(ev.msg, "connect") {
 				t.Errorf("Pending message %q does not name the pod and the refused connection", ev.msg)
 			}
 			checkBounded(t, r, it, r3Attempts)
@@ -247,7 +247,7 @@ func TestR3SandboxdPersistentFaults(t *testing.T) {
 				n = 1 // each transaction waits out Retry-After three times
 			}
 			ev := r.rep.pending(t, it.Ref.UID, tc.reason, n)
-			if !strings.Contains(ev.msg, it.Ref.Key) {
+			if !strings.Contains(ev.msg, string(it.Ref.Key)) {
 				t.Errorf("Pending message %q does not name the pod", ev.msg)
 			}
 			if tc.reason == pipeline.ReasonCapacity && !strings.Contains(ev.msg, template) {

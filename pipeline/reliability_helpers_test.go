@@ -208,7 +208,7 @@ func (d *downableSim) up(t *testing.T) {
 
 // liveFor is the emulator's live index: the VMs the test engine made for a
 // Pod key.
-func liveFor(s *sim.Server, key string) []pool.Sandbox {
+func liveFor(s *sim.Server, key pipeline.PodKey) []pool.Sandbox {
 	var out []pool.Sandbox
 	for _, sb := range s.Sandboxes() {
 		if k, ok := testID.Owns(sb); ok && k == key {

@@ -291,7 +291,7 @@ func soakCycle(prov *kube.Provider, eng *pipeline.Engine, pods *soakPods, i int)
 		return fmt.Errorf("cycle %d: %s not Running within %v; last other push: %v", i, key, waitTimeout, pods.lastMsg.Load())
 	}
 	id := running.Annotations[kube.AnnClaimID]
-	if cv, ok := eng.Lookup(key); !ok || cv.ID != id {
+	if cv, ok := eng.Lookup(pipeline.PodKey(key)); !ok || cv.ID != id {
 		return fmt.Errorf("cycle %d: %s Running on claim %q, the engine holds %q", i, key, id, cv.ID)
 	}
 	now := metav1.Now()
@@ -299,7 +299,7 @@ func soakCycle(prov *kube.Provider, eng *pipeline.Engine, pods *soakPods, i int)
 	if err := prov.DeletePod(context.Background(), running); err != nil {
 		return fmt.Errorf("cycle %d: DeletePod %s (claim %s): %w", i, key, id, err)
 	}
-	if _, ok := eng.Lookup(key); ok {
+	if _, ok := eng.Lookup(pipeline.PodKey(key)); ok {
 		return fmt.Errorf("cycle %d: %s still holds a claim after its owner-gone delete", i, key)
 	}
 	return nil

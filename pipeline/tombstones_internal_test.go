@@ -20,7 +20,7 @@ func TestTombstonesAreKeptUpToTheirBoundAndTTL(t *testing.T) {
 	g := newRecords(nil, clk, Defaults.Tombstones)
 	uid := func(i int) string { return fmt.Sprintf("uid-%06d", i) }
 	for i := range maxTombstones {
-		g.died(fmt.Sprintf("ns/p%d", i), uid(i))
+		g.died(PodKey(fmt.Sprintf("ns/p%d", i)), uid(i))
 	}
 	for i := range maxTombstones {
 		if !g.deleted(uid(i)) {

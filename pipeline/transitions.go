@@ -31,7 +31,7 @@ const tombstoneTTL = 10 * time.Minute
 
 // born records uid as key's current generation, lifting a tombstone it may
 // have, and returns the UID it replaced ("" for none).
-func (rs *records) born(key, uid string) (replaced string) {
+func (rs *records) born(key PodKey, uid string) (replaced string) {
 	rs.dead.Remove(uid)
 	rs.update(key, func(s *keyState) {
 		if s.current != uid {
@@ -43,7 +43,7 @@ func (rs *records) born(key, uid string) (replaced string) {
 }
 
 // died tombstones uid and, if it is key's current generation, ends it.
-func (rs *records) died(key, uid string) {
+func (rs *records) died(key PodKey, uid string) {
 	rs.dead.Add(uid, struct{}{}, tombstoneTTL)
 	rs.update(key, func(s *keyState) {
 		if s.current == uid {
@@ -61,17 +61,17 @@ func (rs *records) deleted(uid string) bool {
 // key's current generation and was not deleted. The caller holds the key
 // lock, so the answer holds for the rest of its transaction, except that
 // a delete may still tombstone uid; that delete then waits for the lock.
-func (rs *records) live(key, uid string) bool {
+func (rs *records) live(key PodKey, uid string) bool {
 	return !rs.deleted(uid) && rs.state(key).current == uid
 }
 
 // lookup returns the row for key and its state. O(1).
-func (rs *records) lookup(key string) (store.Claim, State) {
+func (rs *records) lookup(key PodKey) (store.Claim, State) {
 	s := rs.state(key)
 	if s.tentative != nil {
 		return *s.tentative, StateTentative
 	}
-	c, ok := rs.st.Get(key)
+	c, ok := rs.st.Get(string(key))
 	switch {
 	case !ok:
 		return store.Claim{}, StateNone
@@ -85,14 +85,14 @@ func (rs *records) lookup(key string) (store.Claim, State) {
 // holds its sandbox id (a durable, quarantined or tentative row), in which
 // case it returns the holder's key. The check and the record are one step, so two
 // keys handed the same id at once never both take it.
-func (rs *records) holdTentative(key string, c store.Claim) (holder string, held bool) {
+func (rs *records) holdTentative(key PodKey, c store.Claim) (holder PodKey, held bool) {
 	rs.idMu.Lock()
 	defer rs.idMu.Unlock()
 	if k, ok := rs.ids[c.ID]; ok {
 		return k, true
 	}
 	if k, ok := rs.st.Holder(c.ID); ok {
-		return k, true
+		return PodKey(k), true
 	}
 	rs.putTentativeLocked(key, c)
 	return "", false
@@ -101,13 +101,13 @@ func (rs *records) holdTentative(key string, c store.Claim) (holder string, held
 // setTentative records c as key's tentative claim (the claim is key's
 // already: an adoption retrying its commit, or a fresh claim holdTentative
 // took).
-func (rs *records) setTentative(key string, c store.Claim) {
+func (rs *records) setTentative(key PodKey, c store.Claim) {
 	rs.idMu.Lock()
 	defer rs.idMu.Unlock()
 	rs.putTentativeLocked(key, c)
 }
 
-func (rs *records) putTentativeLocked(key string, c store.Claim) {
+func (rs *records) putTentativeLocked(key PodKey, c store.Claim) {
 	rs.update(key, func(s *keyState) {
 		if s.tentative != nil {
 			delete(rs.ids, s.tentative.ID)
@@ -119,7 +119,7 @@ func (rs *records) putTentativeLocked(key string, c store.Claim) {
 
 // clearTentative drops key's tentative claim: it is durable now, or it was
 // released.
-func (rs *records) clearTentative(key string) {
+func (rs *records) clearTentative(key PodKey) {
 	rs.idMu.Lock()
 	defer rs.idMu.Unlock()
 	rs.update(key, func(s *keyState) {
@@ -135,7 +135,7 @@ func (rs *records) clearTentative(key string) {
 func (rs *records) quarantineAll() int {
 	n := 0
 	rs.st.Range(func(key string, _ store.Claim) bool {
-		rs.update(key, func(s *keyState) { s.quarantined = true })
+		rs.update(PodKey(key), func(s *keyState) { s.quarantined = true })
 		n++
 		return true
 	})
@@ -144,7 +144,7 @@ func (rs *records) quarantineAll() int {
 }
 
 // lift ends key's quarantine: a listing vouched for its row.
-func (rs *records) lift(key string) {
+func (rs *records) lift(key PodKey) {
 	rs.update(key, func(s *keyState) { rs.unquarantine(s) })
 }
 
@@ -157,12 +157,12 @@ func (rs *records) unquarantine(s *keyState) {
 
 // quarantinedKeys lists the keys still quarantined: none, without a scan,
 // once every row was vouched for or dropped.
-func (rs *records) quarantinedKeys() []string {
+func (rs *records) quarantinedKeys() []PodKey {
 	if rs.quarantined.Load() == 0 {
 		return nil
 	}
-	var keys []string
-	rs.each(func(key string, s *keyState) {
+	var keys []PodKey
+	rs.each(func(key PodKey, s *keyState) {
 		if s.quarantined {
 			keys = append(keys, key)
 		}
@@ -170,32 +170,32 @@ func (rs *records) quarantinedKeys() []string {
 	return keys
 }
 
-func (rs *records) isUnsettled(key string) bool { return rs.state(key).unsettled }
+func (rs *records) isUnsettled(key PodKey) bool { return rs.state(key).unsettled }
 
-func (rs *records) setUnsettled(key string, on bool) {
+func (rs *records) setUnsettled(key PodKey, on bool) {
 	rs.update(key, func(s *keyState) { s.unsettled = on })
 }
 
 // detach marks key's claim id as held for a Pod that is gone.
-func (rs *records) detach(key, id string) {
+func (rs *records) detach(key PodKey, id string) {
 	rs.update(key, func(s *keyState) { s.detached = id })
 }
 
 // attach ends the detached mark: a live Pod holds the claim again, or the
 // claim went.
-func (rs *records) attach(key string) {
+func (rs *records) attach(key PodKey) {
 	rs.update(key, func(s *keyState) { s.detached = "" })
 }
 
-func (rs *records) isDetached(key, id string) bool {
+func (rs *records) isDetached(key PodKey, id string) bool {
 	d := rs.state(key).detached
 	return d != "" && d == id
 }
 
 // detachedRows snapshots the detached keys and the claim IDs they hold.
-func (rs *records) detachedRows() map[string]string {
-	rows := map[string]string{}
-	rs.each(func(key string, s *keyState) {
+func (rs *records) detachedRows() map[PodKey]string {
+	rows := map[PodKey]string{}
+	rs.each(func(key PodKey, s *keyState) {
 		if s.detached != "" {
 			rows[key] = s.detached
 		}
@@ -205,25 +205,25 @@ func (rs *records) detachedRows() map[string]string {
 
 // setLifetime records the ttl-seconds key's Pod asked for, as its
 // transaction publishes Running.
-func (rs *records) setLifetime(key string, ttlSeconds int64) {
+func (rs *records) setLifetime(key PodKey, ttlSeconds int64) {
 	rs.update(key, func(s *keyState) { s.lifetime, s.hasLifetime = ttlSeconds, true })
 }
 
 // lifetimeOf is the ttl-seconds the key's Pod asked for; false when no Pod
 // has been published Running for it since this process started.
-func (rs *records) lifetimeOf(key string) (int64, bool) {
+func (rs *records) lifetimeOf(key PodKey) (int64, bool) {
 	s := rs.state(key)
 	return s.lifetime, s.hasLifetime
 }
 
 // leaseReady reports whether the lease watch may look at key now.
-func (rs *records) leaseReady(key string, now time.Time) bool {
+func (rs *records) leaseReady(key PodKey, now time.Time) bool {
 	l := rs.state(key).lease
 	return l == nil || !now.Before(l.next)
 }
 
 // leaseFailed puts key's next look one backoff step (from initial) later.
-func (rs *records) leaseFailed(key string, now time.Time, initial time.Duration) {
+func (rs *records) leaseFailed(key PodKey, now time.Time, initial time.Duration) {
 	rs.update(key, func(s *keyState) {
 		if s.lease == nil {
 			s.lease = newLeaseRetry(initial)
@@ -233,14 +233,14 @@ func (rs *records) leaseFailed(key string, now time.Time, initial time.Duration)
 }
 
 // leaseDecided drops key's lease backoff: its last look decided.
-func (rs *records) leaseDecided(key string) {
+func (rs *records) leaseDecided(key PodKey) {
 	rs.update(key, func(s *keyState) { s.lease = nil })
 }
 
 // forget drops every mark of a key whose row was deleted (see
 // Engine.forgetRow). current and unsettled stay: they are about the Pod
 // and sandboxd, not the row.
-func (rs *records) forget(key string) {
+func (rs *records) forget(key PodKey) {
 	rs.update(key, func(s *keyState) {
 		rs.unquarantine(s)
 		s.detached, s.lifetime, s.hasLifetime, s.lease = "", 0, false, nil

@@ -11,22 +11,25 @@ import (
 
 // PodRef names one generation of a sandbox Pod.
 type PodRef struct {
-	Key      string // namespace/name; the claim_ref is built from it (Identity.ClaimRef)
+	Key      PodKey // the claim_ref is built from it (Identity.ClaimRef)
 	UID      string
 	OwnerUID string // controller ownerReference UID; empty for a bare Pod
 	Owner    string // controller owner as apiVersion/kind/name; recorded with the claim
 }
 
-func (r PodRef) String() string { return r.Key }
+func (r PodRef) String() string { return string(r.Key) }
 
-// JoinKey and SplitKey build and parse a Pod key, "namespace/name": the key
-// of a claim, of the state file's rows and of kube's Pod cache. No other code
-// builds or splits one (Identity.Owns only checks that a listed key has one
-// "/").
-func JoinKey(namespace, name string) string { return namespace + "/" + name }
+// PodKey names a sandbox Pod across its generations (UIDs):
+// "namespace/name". It is the key of a claim, of the state file's rows and
+// of kube's Pod cache. JoinKey builds one and Split parses it; no other code
+// does (Identity.Owns only checks that a listed key has one "/").
+type PodKey string
 
-// SplitKey reports ok false for a key without a "/".
-func SplitKey(key string) (namespace, name string, ok bool) { return strings.Cut(key, "/") }
+// JoinKey is the key of Pod namespace/name.
+func JoinKey(namespace, name string) PodKey { return PodKey(namespace + "/" + name) }
+
+// Split reports ok false for a key without a "/".
+func (k PodKey) Split() (namespace, name string, ok bool) { return strings.Cut(string(k), "/") }
 
 // ClaimSpec is what a claim asks sandboxd for (parsed annotations).
 type ClaimSpec struct {
@@ -167,7 +170,7 @@ const ReasonOwnerUnknown = "owner-unknown"
 // table: release when it is gone, being deleted or replaced; preserve when
 // it lives or cannot be asked. key is the Pod key (its namespace is the
 // owner's). The kube package implements it with a fresh GET.
-type OwnerAuthority func(ctx context.Context, key string, c ClaimView) Verdict
+type OwnerAuthority func(ctx context.Context, key PodKey, c ClaimView) Verdict
 
 // Observer receives pipeline metrics. telemetry.Metrics satisfies it.
 type Observer interface {

@@ -20,8 +20,8 @@ import (
 func preClaim(t *testing.T, c *pool.Client, key, ownerUID string) pool.ClaimResponse {
 	t.Helper()
 	r, err := c.Claim(context.Background(), pool.ClaimRequest{
-		Template: template, ClaimRef: testID.ClaimRef(key), TTLSeconds: 3600,
-		Metadata: testID.Labels(pipeline.PodRef{Key: key, UID: "uid-previous", OwnerUID: ownerUID}),
+		Template: template, ClaimRef: testID.ClaimRef(pipeline.PodKey(key)), TTLSeconds: 3600,
+		Metadata: testID.Labels(pipeline.PodRef{Key: pipeline.PodKey(key), UID: "uid-previous", OwnerUID: ownerUID}),
 	})
 	if err != nil {
 		t.Fatalf("pre-claim %s: %v", key, err)

@@ -111,7 +111,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 				lifted++
 				e.obs.Decision(ctx, DecisionQuarantineLifted, "listed")
 			default:
-				if err := e.store.Delete(ctx, key); err != nil {
+				if err := e.store.Delete(ctx, string(key)); err != nil {
 					failed = err // stays quarantined; the next try drops it
 					break
 				}
@@ -177,6 +177,6 @@ func (e *Engine) startupListed() bool {
 // maybeUnheld reports whether sandboxd may hold a VM under key that no row
 // holds: the key is unsettled, or the startup listing has not told yet.
 // Only then does a transaction pay for a claim_ref lookup.
-func (e *Engine) maybeUnheld(key string) bool {
+func (e *Engine) maybeUnheld(key PodKey) bool {
 	return !e.startupListed() || e.keys.isUnsettled(key)
 }

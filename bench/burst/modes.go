@@ -116,7 +116,7 @@ func (v *vkNode) claimTimes() map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, sb := range v.sim.Sandboxes() {
 		if key, ok := v.id.Owns(sb); ok && sb.ClaimedAt != nil {
-			out[key] = *sb.ClaimedAt
+			out[string(key)] = *sb.ClaimedAt
 		}
 	}
 	return out

@@ -26,7 +26,7 @@ func (v *vkNode) sandboxdFigures(api string, running int) *sandboxdRun {
 	for _, sb := range v.sim.Sandboxes() {
 		if key, ok := v.id.Owns(sb); ok {
 			r.VMsHeld++
-			perKey[key]++
+			perKey[string(key)]++
 		}
 	}
 	for _, n := range perKey {
