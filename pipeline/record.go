@@ -31,8 +31,9 @@ type keyState struct {
 	// tentative is a claim sandboxd answered whose commit is not
 	// acknowledged yet. It is kept after a failed rollback release, so
 	// that a later delete can still reach the VM: no release credential
-	// is ever dropped.
-	tentative *store.Claim
+	// is ever dropped. Set when hasTentative.
+	tentative    store.Claim
+	hasTentative bool
 	// quarantined: the row was loaded from the state file, and no sandboxd
 	// listing has vouched for it yet.
 	quarantined bool

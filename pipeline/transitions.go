@@ -68,8 +68,8 @@ func (rs *records) live(key PodKey, uid string) bool {
 // lookup returns the row for key and its state. O(1).
 func (rs *records) lookup(key PodKey) (store.Claim, State) {
 	s := rs.state(key)
-	if s.tentative != nil {
-		return *s.tentative, StateTentative
+	if s.hasTentative {
+		return s.tentative, StateTentative
 	}
 	c, ok := rs.st.Get(string(key))
 	switch {
@@ -109,10 +109,10 @@ func (rs *records) setTentative(key PodKey, c store.Claim) {
 
 func (rs *records) putTentativeLocked(key PodKey, c store.Claim) {
 	rs.update(key, func(s *keyState) {
-		if s.tentative != nil {
+		if s.hasTentative {
 			delete(rs.ids, s.tentative.ID)
 		}
-		s.tentative = &c
+		s.tentative, s.hasTentative = c, true
 	})
 	rs.ids[c.ID] = key
 }
@@ -123,9 +123,9 @@ func (rs *records) clearTentative(key PodKey) {
 	rs.idMu.Lock()
 	defer rs.idMu.Unlock()
 	rs.update(key, func(s *keyState) {
-		if s.tentative != nil {
+		if s.hasTentative {
 			delete(rs.ids, s.tentative.ID)
-			s.tentative = nil
+			s.tentative, s.hasTentative = store.Claim{}, false
 		}
 	})
 }
