@@ -211,7 +211,7 @@ func TestAClaimReplacedWithoutADeleteIsReauthorized(t *testing.T) {
 		}
 		return pipeline.Verdict{Reason: "owner-alive", FromOwner: true}
 	}
-	r := newRig(t, sim.Config{}, func(c *pipeline.Config) { c.Owners = owners })
+	r, clk := newLoopRig(t, sim.Config{}, func(c *pipeline.Config) { c.Owners = owners }, pipeline.LoopReauthorize)
 	create(t, r.eng, intent("ns/p", "uid-old", "owner-1"))
 	old := r.rep.running(t, "uid-old")
 	create(t, r.eng, intent("ns/p", "uid-new", "owner-2")) // no Delete of uid-old
@@ -219,12 +219,12 @@ func TestAClaimReplacedWithoutADeleteIsReauthorized(t *testing.T) {
 	if res, err := r.eng.Delete(context.Background(), pipeline.PodRef{Key: "ns/p", UID: "uid-new"}, verdict(true, "bare-pod")); err != nil || res.Held {
 		t.Fatalf("the replacement's delete = %+v, %v; it holds nothing", res, err)
 	}
-	r.eng.ReauthorizeOnce(context.Background())
+	clk.pass(t, pipeline.LoopReauthorize)
 	if !alive(r.env, old.claim.ID) {
 		t.Fatal("released while its recorded owner lives")
 	}
 	gone.Store("owner-1", true)
-	r.eng.ReauthorizeOnce(context.Background())
+	clk.pass(t, pipeline.LoopReauthorize)
 	if alive(r.env, old.claim.ID) {
 		t.Fatal("the replaced generation's VM is still held after its recorded owner went")
 	}

@@ -26,13 +26,15 @@ func TestListingWithoutSandboxesArrayDropsNoRowAndFailsNoPod(t *testing.T) {
 	st := openStore(t, path, false)
 	env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "missing-id"}) // every listing: 200 {}
 	rep := newReporter()
-	e := startEngine(t, testConfig(env.root, st, rep))
+	cfg := testConfig(env.root, st, rep)
+	clk := driveLoops(&cfg, pipeline.LoopLeaseWatch)
+	e := startEngine(t, cfg)
 
 	testkit.WaitFor(t, waitTimeout, "a few failed verification rounds", func() bool { return env.count("list") >= 3 })
 	if cv, ok := e.Lookup("ns/kept"); !ok || cv.State != pipeline.StateQuarantined {
 		t.Fatalf("after 200 {} listings the row is %v (held %v), want still quarantined", cv.State, ok)
 	}
-	e.CheckLeases(context.Background(), vm.Deadline.Add(time.Hour))
+	clk.passAt(t, pipeline.LoopLeaseWatch, vm.Deadline.Add(time.Hour))
 	if n := countOf(rep.snapshot(), "expired", "", ""); n != 0 {
 		t.Fatalf("%d Pods failed on a listing without its array", n)
 	}
@@ -45,20 +47,22 @@ func TestListingWithoutSandboxesArrayDropsNoRowAndFailsNoPod(t *testing.T) {
 // (it has not reaped it yet) is looked at again only after a backoff, not
 // on every tick.
 func TestLeaseWatchBacksOffWhileTheNodeHasNotReaped(t *testing.T) {
-	r := newRig(t, sim.Config{}, nil)
+	r, clk := newLoopRig(t, sim.Config{}, nil, pipeline.LoopLeaseWatch)
 	create(t, r.eng, intent("ns/late", "uid-late", ""))
 	run := r.rep.running(t, "uid-late")
-	now := run.claim.Deadline.Add(time.Second) // past the deadline; the VM is still listed
+	// Past the deadline (the VM is still listed), half a second before a
+	// tick: the next tick comes within the backoff's shortest first step
+	// (half an interval). Whether a key is ready only grows with time, so
+	// no listing then means none at any instant before.
+	now := clk.beforeTick(run.claim.Deadline.Add(time.Second), 500*time.Millisecond)
 	lists := r.env.count("list")
-	r.eng.CheckLeases(context.Background(), now)
+	clk.passAt(t, pipeline.LoopLeaseWatch, now)
 	if got := r.env.count("list"); got != lists+1 {
 		t.Fatalf("lists %d → %d, want one listing for the due row", lists, got)
 	}
-	for i := 1; i <= 5; i++ {
-		r.eng.CheckLeases(context.Background(), now.Add(time.Duration(i)*100*time.Millisecond))
-	}
+	clk.passAt(t, pipeline.LoopLeaseWatch, now.Add(500*time.Millisecond))
 	if got := r.env.count("list"); got != lists+1 {
-		t.Errorf("lists %d → %d over five ticks within the backoff, want no more", lists+1, got)
+		t.Errorf("lists %d → %d on the next tick, within the backoff, want no more", lists+1, got)
 	}
 	if _, ok := r.store.Get("ns/late"); !ok {
 		t.Error("a row still listed was dropped")

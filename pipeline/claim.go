@@ -216,7 +216,7 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 	}
 	c := store.Claim{
 		ID: resp.ID, Token: resp.Token, Address: resp.OwnerAddr, PodUID: ref.UID,
-		ClaimedAt: time.Now().UTC().Truncate(time.Second), Deadline: resp.Deadline,
+		ClaimedAt: e.cfg.Clock.Now().UTC().Truncate(time.Second), Deadline: resp.Deadline,
 		OwnerUID: ref.OwnerUID, Owner: ref.Owner,
 	}
 	if holder, held := e.keys.holdTentative(ref.Key, c); held {

@@ -54,15 +54,21 @@ type Config struct {
 	// attempt's deadline), so that the key's next lookup can still recover
 	// it. Default 2m.
 	SettleWindow time.Duration
-	// Clock times the tombstones of deleted Pod generations. Default: the
-	// real clock; tests pass a fake one.
-	Clock clock.PassiveClock
+	// Clock is every time the engine reads: the background loops' ticks,
+	// the lease watch's now, a claim's ClaimedAt, the settle window, the
+	// startup verification's warn interval and the tombstones. Default: the
+	// real clock; tests pass a fake one and step it. Latencies measured for
+	// metrics and spans (claim latency, lookup and loop pass timings) stay
+	// on the real clock, and so do the waits the engine only sleeps through
+	// (retry backoffs, the workqueue's rate limiter, a deferred intent).
+	Clock clock.WithTicker
 	// Tombstones bounds how many deleted Pod generations are remembered
 	// (each for 10 minutes, about 200 bytes). Default 65,536.
 	Tombstones int
 
 	// The engine's background loops, which Run starts and joins: each
-	// runs every interval, and 0 leaves it off (tests drive them by hand).
+	// runs every interval of Clock, and 0 leaves it off. Each reports the
+	// end of every pass to Observer.LoopPass.
 	// LeaseCheckInterval: WatchLeases. ReauthorizeInterval: Reauthorize.
 	// OrphanScanInterval: ScanOrphans, reporting to OrphanObserver.
 	LeaseCheckInterval, ReauthorizeInterval, OrphanScanInterval time.Duration

@@ -63,7 +63,11 @@ func TestForeignVMUnderTheSameNameIsNeverTouched(t *testing.T) {
 	foreign := foreignVM(t, env.root, "ns/p")
 	rep := newReporter()
 	st := openStore(t, tempStorePath(t), false)
-	e := startEngine(t, testConfig(env.root, st, rep))
+	obs := &orphanObs{}
+	cfg := testConfig(env.root, st, rep)
+	cfg.OrphanObserver = obs
+	clk := driveLoops(&cfg, pipeline.LoopOrphanScan)
+	e := startEngine(t, cfg)
 	select {
 	case <-e.Listed():
 	case <-time.After(10 * time.Second):
@@ -82,8 +86,7 @@ func TestForeignVMUnderTheSameNameIsNeverTouched(t *testing.T) {
 	if run.claim.ID == foreign.ID {
 		t.Fatal("the foreign VM was recovered as this Pod's claim")
 	}
-	obs := &orphanObs{}
-	e.ScanOrphansOnce(context.Background(), obs)
+	clk.pass(t, pipeline.LoopOrphanScan)
 	if len(obs.verdicts) != 1 || obs.verdicts[0] != [2]int{0, 0} {
 		t.Errorf("orphan verdicts = %v, want none: the foreign VM is not this node's", obs.verdicts)
 	}
@@ -188,7 +191,7 @@ func TestRelease404WithTenantTokenKeepsTheClaim(t *testing.T) {
 // A Pod that asks for longer than the node grants is renewed ahead of each
 // deadline until its lifetime is reached; each grant is made durable.
 func TestLeaseIsRenewedUpToTheAskedLifetime(t *testing.T) {
-	r := newRig(t, sim.Config{MaxTTL: 4 * time.Second}, nil)
+	r, clk := newLoopRig(t, sim.Config{MaxTTL: 4 * time.Second}, nil, pipeline.LoopLeaseWatch)
 	it := intent("ns/long", "uid-long", "")
 	it.Spec.TTLSeconds = 3600
 	create(t, r.eng, it)
@@ -206,7 +209,7 @@ func TestLeaseIsRenewedUpToTheAskedLifetime(t *testing.T) {
 		t.Fatal(err)
 	}
 	run.claim.Deadline = older.Deadline
-	r.eng.CheckLeases(context.Background(), older.Deadline.Add(-2*time.Second))
+	clk.passAt(t, pipeline.LoopLeaseWatch, older.Deadline.Add(-2*time.Second))
 	evs := r.rep.waitFor(t, "a renewal", func(evs []event) bool { return find(evs, "renewed", "uid-long", "") >= 0 })
 	renewed := evs[find(evs, "renewed", "uid-long", "")].claim
 	if !renewed.Deadline.After(run.claim.Deadline) {
@@ -220,19 +223,20 @@ func TestLeaseIsRenewedUpToTheAskedLifetime(t *testing.T) {
 	}
 
 	// A failed renewal warns and backs off instead of retrying every tick.
+	// Its pass runs 10ms before a tick, so that the next look comes at once.
 	r.env.sim.InjectFault(sim.Fault{Verb: "renew", Mode: "500"})
+	now := clk.beforeTick(time.Now(), 10*time.Millisecond)
 	due, _ := r.store.Get("ns/long")
-	due.Deadline = time.Now().Add(time.Second) // due again
+	due.Deadline = now.Add(time.Second) // due again
 	if err := r.store.Put(context.Background(), "ns/long", due); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	r.eng.CheckLeases(context.Background(), now)
+	clk.passAt(t, pipeline.LoopLeaseWatch, now)
 	r.rep.waitFor(t, "a renewal warning", func(evs []event) bool {
 		return find(evs, "warning", "uid-long", pipeline.ReasonRenewFailed) >= 0
 	})
 	renews := r.env.count("renew")
-	r.eng.CheckLeases(context.Background(), now.Add(10*time.Millisecond))
+	clk.passAt(t, pipeline.LoopLeaseWatch, now.Add(10*time.Millisecond))
 	if got := r.env.count("renew"); got != renews {
 		t.Errorf("renew requests %d → %d: a failed renewal was retried at once", renews, got)
 	}
@@ -241,10 +245,10 @@ func TestLeaseIsRenewedUpToTheAskedLifetime(t *testing.T) {
 
 // A Pod that asks for no more than the node grants is never renewed.
 func TestLeaseWithinTheGrantIsNotRenewed(t *testing.T) {
-	r := newRig(t, sim.Config{MaxTTL: time.Hour}, nil)
+	r, clk := newLoopRig(t, sim.Config{MaxTTL: time.Hour}, nil, pipeline.LoopLeaseWatch)
 	create(t, r.eng, intent("ns/short", "uid-short", ""))
 	r.rep.running(t, "uid-short")
-	r.eng.CheckLeases(context.Background(), time.Now().Add(59*time.Minute))
+	clk.passAt(t, pipeline.LoopLeaseWatch, time.Now().Add(59*time.Minute))
 	if got := r.env.count("renew"); got != 0 {
 		t.Errorf("renew requests = %d, want 0", got)
 	}

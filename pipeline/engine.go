@@ -278,19 +278,28 @@ func (e *Engine) process(sh *shard, uid string) {
 	sh.finish(uid, q.version)
 }
 
-// every runs fn each interval until ctx ends: the background loops' tick.
-// A pass that outlasts the interval delays the next; passes never overlap.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
+// every runs fn as a pass of loop each interval of Config.Clock until ctx
+// ends: the background loops' tick. A pass that outlasts the interval
+// delays the next; passes never overlap.
+func (e *Engine) every(ctx context.Context, loop string, interval time.Duration, fn func()) {
+	t := e.cfg.Clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			fn()
+		case <-t.C():
+			e.pass(loop, fn)
 		}
 	}
+}
+
+// pass runs fn and reports its end to Observer.LoopPass, timed on the real
+// clock: it is a latency (see Config.Clock).
+func (e *Engine) pass(loop string, fn func()) {
+	began := time.Now()
+	fn()
+	e.obs.LoopPass(loop, time.Since(began))
 }
 
 // forgetRow drops what memory holds for a key beside its row, once the row

@@ -1,23 +1,7 @@
 package pipeline
 
-import (
-	"context"
-	"time"
-)
-
-// Test hooks into the background loops, so that the black-box tests can run
-// one cycle at a chosen instant instead of waiting for a ticker.
-
-// CheckLeases runs one lease-watch cycle as if the clock read now.
-func (e *Engine) CheckLeases(ctx context.Context, now time.Time) { e.checkLeases(ctx, now) }
-
-// ScanOrphansOnce runs one orphan-scan cycle.
-func (e *Engine) ScanOrphansOnce(ctx context.Context, obs OrphanObserver) {
-	e.scanOrphans(ctx, obs, map[string]bool{})
-}
-
 // NumRequeues is the rate limiter's failure count for uid in its shard.
+// It stays a test hook: a failure count the workqueue keeps per UID has no
+// outside view (its metrics count retries, not what is still remembered),
+// and a Pod deleted while it was retrying must leave none behind.
 func (e *Engine) NumRequeues(uid string) int { return e.shardFor(uid).q.NumRequeues(uid) }
-
-// ReauthorizeOnce runs one pass of the detached-claim re-authorization.
-func (e *Engine) ReauthorizeOnce(ctx context.Context) { e.reauthorizeOnce(ctx) }

@@ -274,7 +274,7 @@ func verdict(release bool, reason string) func(context.Context) pipeline.Verdict
 // ---- reporter / observer fake --------------------------------------------
 
 type event struct {
-	kind    string // "running", "pending", "expired", "outcome", "decision"
+	kind    string // "running", "pending", "expired", "outcome", "decision", "pass"
 	ref     pipeline.PodRef
 	claim   pipeline.ClaimView
 	adopted bool
@@ -333,6 +333,10 @@ func (r *reporter) ClaimLatency(_ context.Context, outcome string, _ time.Durati
 
 func (r *reporter) Decision(_ context.Context, kind, reason string) {
 	r.record(event{kind: "decision", reason: kind + "/" + reason})
+}
+
+func (r *reporter) LoopPass(loop string, _ time.Duration) {
+	r.record(event{kind: "pass", reason: loop})
 }
 
 func (r *reporter) snapshot() []event {

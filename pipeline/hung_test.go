@@ -33,7 +33,9 @@ func TestHungCallUnderOneKeyStopsNoOtherWork(t *testing.T) {
 	rep := newReporter()
 	hung := &hungRelease{Sandboxd: env.root, entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	st := openStore(t, tempStorePath(t), false)
-	e := startEngine(t, testConfig(hung, st, rep))
+	cfg := testConfig(hung, st, rep)
+	clk := driveLoops(&cfg, pipeline.LoopLeaseWatch)
+	e := startEngine(t, cfg)
 	create(t, e, intent("ns/hung", "uid-hung", ""))
 	hung.id = rep.running(t, "uid-hung").claim.ID
 
@@ -45,16 +47,9 @@ func TestHungCallUnderOneKeyStopsNoOtherWork(t *testing.T) {
 	<-hung.entered // the delete holds ns/hung, inside sandboxd
 	defer func() { close(hung.gate); <-delDone }()
 
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		e.CheckLeases(context.Background(), time.Now().Add(48*time.Hour)) // every row is due
-	}()
-	select {
-	case <-watched:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the lease watch waits behind a hung call under another key")
-	}
+	// Every row is due. A pass that waits behind the hung call under
+	// another key never ends, and passAt fails at its deadline.
+	clk.passAt(t, pipeline.LoopLeaseWatch, time.Now().Add(48*time.Hour))
 	for i, key := range []string{"ns/a", "ns/b", "ns/c", "ns/d"} {
 		uid := "uid-other-" + string(rune('a'+i))
 		create(t, e, intent(key, uid, ""))

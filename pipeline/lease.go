@@ -39,7 +39,7 @@ func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
 		interval = time.Second
 	}
 	e.leases.interval = interval
-	every(ctx, interval, func() { e.checkLeases(ctx, time.Now()) })
+	e.every(ctx, LoopLeaseWatch, interval, func() { e.checkLeases(ctx, e.cfg.Clock.Now()) })
 }
 
 func (e *Engine) checkLeases(ctx context.Context, now time.Time) {

@@ -15,7 +15,7 @@ import (
 // decides. Gone: the row is dropped and Expired is pushed. Still listed: the
 // row takes the listing's deadline. Listing failed: nothing is decided.
 func TestLeaseExpiryPushesExpired(t *testing.T) {
-	r := newRig(t, sim.Config{}, nil)
+	r, clk := newLoopRig(t, sim.Config{}, nil, pipeline.LoopLeaseWatch)
 	ctx := context.Background()
 	create(t, r.eng, intent("ns/ends", "uid-ends", ""))
 	create(t, r.eng, intent("ns/extended", "uid-ext", ""))
@@ -37,10 +37,13 @@ func TestLeaseExpiryPushesExpired(t *testing.T) {
 	if ends.claim.Deadline.After(now) {
 		now = ends.claim.Deadline.Add(time.Second)
 	}
+	// The failed pass runs a millisecond before a tick, so that the next
+	// look comes at once.
+	now = clk.beforeTick(now, time.Millisecond)
 
 	t.Run("listing-failure-decides-nothing", func(t *testing.T) {
 		r.env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "500"})
-		r.eng.CheckLeases(ctx, now)
+		clk.passAt(t, pipeline.LoopLeaseWatch, now)
 		r.env.sim.ClearFaults()
 		if n := countOf(r.rep.snapshot(), "expired", "", ""); n != 0 {
 			t.Fatalf("%d Expired pushed on a failed listing", n)
@@ -57,12 +60,12 @@ func TestLeaseExpiryPushesExpired(t *testing.T) {
 		// After the failed listing the rows wait out a backoff (one check
 		// interval, with jitter) instead of listing every tick.
 		lists := r.env.count("list")
-		r.eng.CheckLeases(ctx, now)
+		clk.passAt(t, pipeline.LoopLeaseWatch, now.Add(time.Millisecond))
 		if got := r.env.count("list"); got != lists {
 			t.Fatalf("the lease watch listed again at once after a failed listing (%d → %d)", lists, got)
 		}
 		now = now.Add(2 * time.Second)
-		r.eng.CheckLeases(ctx, now)
+		clk.passAt(t, pipeline.LoopLeaseWatch, now)
 		evs := r.rep.waitFor(t, "Expired of uid-ends", func(evs []event) bool { return find(evs, "expired", "uid-ends", "") >= 0 })
 		ev := evs[find(evs, "expired", "uid-ends", "")]
 		if ev.ref.Key != "ns/ends" || ev.claim.ID != ends.claim.ID {
@@ -95,7 +98,8 @@ func TestLeaseExpiryPushesExpired(t *testing.T) {
 // knows about and claims whose sandbox is not listed are counted; nothing
 // is released, and a failed listing is not an empty list.
 func TestOrphanScanOnlyReports(t *testing.T) {
-	r := newRig(t, sim.Config{}, nil)
+	obs := &orphanObs{}
+	r, clk := newLoopRig(t, sim.Config{}, func(c *pipeline.Config) { c.OrphanObserver = obs }, pipeline.LoopOrphanScan)
 	ctx := context.Background()
 	// A VM this node made and no row holds is an orphan; another client's
 	// VM, even under a look-alike claim_ref, is none of its business.
@@ -112,15 +116,14 @@ func TestOrphanScanOnlyReports(t *testing.T) {
 	gone := r.rep.running(t, "uid-vanished")
 	r.env.sim.Expire(gone.claim.ID)
 
-	obs := &orphanObs{}
 	r.env.sim.InjectFault(sim.Fault{Verb: pool.VerbList, Mode: "500"})
-	r.eng.ScanOrphansOnce(ctx, obs)
+	clk.pass(t, pipeline.LoopOrphanScan)
 	r.env.sim.ClearFaults()
 	if len(obs.verdicts) != 0 || len(obs.scans) != 1 || obs.scans[0] {
 		t.Fatalf("failed listing: scans %v verdicts %v, want one failed scan and no verdict", obs.scans, obs.verdicts)
 	}
 
-	r.eng.ScanOrphansOnce(ctx, obs)
+	clk.pass(t, pipeline.LoopOrphanScan)
 	if len(obs.verdicts) != 1 || obs.verdicts[0] != [2]int{1, 1} {
 		t.Fatalf("verdicts = %v, want one (unknown 1, missing 1)", obs.verdicts)
 	}
@@ -144,9 +147,12 @@ func TestOrphanScanOnlyReports(t *testing.T) {
 // a VM whose Pod asked for longer.
 func TestALeaseIsRenewedBeforeItsPodIsSeenAgain(t *testing.T) {
 	env := newSim(t, sim.Config{MaxTTL: time.Hour})
-	e, st, _, vm := seedRow(t, env, "ns/restored", store.Claim{PodUID: "uid-r"}, nil)
+	var clk *loopClock
+	_, st, _, vm := seedRow(t, env, "ns/restored", store.Claim{PodUID: "uid-r"}, func(c *pipeline.Config) {
+		clk = driveLoops(c, pipeline.LoopLeaseWatch)
+	})
 	before, _ := st.Get("ns/restored")
-	e.CheckLeases(context.Background(), vm.Deadline.Add(-time.Second)) // within the renewal lead
+	clk.passAt(t, pipeline.LoopLeaseWatch, vm.Deadline.Add(-time.Second)) // within the renewal lead
 	after, _ := st.Get("ns/restored")
 	if got := env.count("renew_ok"); got != 1 || !after.Deadline.After(before.Deadline) {
 		t.Fatalf("renew_ok = %d, deadline %s -> %s: a restored claim whose Pod is not seen yet was left to its grant",

@@ -27,7 +27,7 @@ type OrphanObserver interface {
 // verdict is logged once, when it first appears.
 func (e *Engine) ScanOrphans(ctx context.Context, interval time.Duration, obs OrphanObserver) {
 	seen := map[string]bool{}
-	every(ctx, interval, func() { seen = e.scanOrphans(ctx, obs, seen) })
+	e.every(ctx, LoopOrphanScan, interval, func() { seen = e.scanOrphans(ctx, obs, seen) })
 }
 
 func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[string]bool) map[string]bool {

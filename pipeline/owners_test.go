@@ -108,7 +108,7 @@ func TestPreservedClaimIsReleasedOnceItsRecordedOwnerIsGone(t *testing.T) {
 		}
 		return pipeline.Verdict{Reason: "owner-alive", FromOwner: true}
 	}
-	r := newRig(t, sim.Config{}, func(c *pipeline.Config) { c.Owners = owners })
+	r, clk := newLoopRig(t, sim.Config{}, func(c *pipeline.Config) { c.Owners = owners }, pipeline.LoopReauthorize)
 	for _, k := range []string{"ns/left", "ns/adopted"} {
 		create(t, r.eng, intent(k, "uid-"+k[3:], "owner-1"))
 		run := r.rep.running(t, "uid-"+k[3:])
@@ -116,14 +116,14 @@ func TestPreservedClaimIsReleasedOnceItsRecordedOwnerIsGone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.eng.ReauthorizeOnce(context.Background()) // the owner lives: nothing
+	clk.pass(t, pipeline.LoopReauthorize) // the owner lives: nothing
 	if got := r.env.count("release"); got != 0 {
 		t.Fatalf("%d releases while the owner lives", got)
 	}
 	create(t, r.eng, intent("ns/adopted", "uid-next", "owner-1"))
 	r.rep.running(t, "uid-next")
 	ownerGone.Store(true)
-	r.eng.ReauthorizeOnce(context.Background())
+	clk.pass(t, pipeline.LoopReauthorize)
 	if n := len(r.env.sandboxesFor("ns/left")); n != 0 {
 		t.Error("the preserved claim of a gone owner was kept")
 	}
@@ -139,7 +139,7 @@ func TestPreservedClaimIsReleasedOnceItsRecordedOwnerIsGone(t *testing.T) {
 // was down) once. When that release fails, the engine retries it itself,
 // with the recorded owner's authority.
 func TestFailedReleaseOfAGonePodIsRetriedByTheEngine(t *testing.T) {
-	r := newRig(t, sim.Config{}, nil) // bareOnly: a bare row may go
+	r, clk := newLoopRig(t, sim.Config{}, nil, pipeline.LoopReauthorize) // bareOnly: a bare row may go
 	create(t, r.eng, intent("ns/d", "uid-d", ""))
 	run := r.rep.running(t, "uid-d")
 	r.env.sim.InjectFault(sim.Fault{Verb: pool.VerbRelease, Mode: "500"})
@@ -147,7 +147,7 @@ func TestFailedReleaseOfAGonePodIsRetriedByTheEngine(t *testing.T) {
 		t.Fatal("the release succeeded through a 500")
 	}
 	r.env.sim.ClearFaults()
-	r.eng.ReauthorizeOnce(context.Background())
+	clk.pass(t, pipeline.LoopReauthorize)
 	if n := len(r.env.sandboxesFor("ns/d")); n != 0 {
 		t.Fatal("the failed release was never retried")
 	}

@@ -22,7 +22,7 @@ import (
 // and the claim is re-checked under it; a key that is busy is looked at on
 // the next pass.
 func (e *Engine) Reauthorize(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func() { e.reauthorizeOnce(ctx) })
+	e.every(ctx, LoopReauthorize, interval, func() { e.reauthorizeOnce(ctx) })
 }
 
 func (e *Engine) reauthorizeOnce(ctx context.Context) {

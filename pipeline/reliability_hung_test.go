@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
@@ -88,6 +89,7 @@ func TestR3HungSlowBodyAndLateFinishingClaims(t *testing.T) {
 			cfg.ClaimRetry.MaxAttempts = r3Attempts
 			cfg.SettleWindow = time.Nanosecond
 			cfg.Owners = allOwnersGone
+			clk := driveLoops(&cfg, pipeline.LoopOrphanScan)
 			e := startEngine(t, cfg)
 			<-e.Listed()
 			tc.setup(env.sim)
@@ -104,7 +106,7 @@ func TestR3HungSlowBodyAndLateFinishingClaims(t *testing.T) {
 				c := env.sim.Counters()
 				return c["claim_ok"]+c["claim_error"]+c["claim_capacity"]+c["claim_cancelled"] >= c["claim"]
 			})
-			e.ScanOrphansOnce(context.Background(), &orphanObs{})
+			clk.pass(t, pipeline.LoopOrphanScan)
 			live := liveFor(env.sim, it.Ref.Key)
 			if len(live) != 1 || live[0].ID != run.claim.ID {
 				t.Fatalf("%s: live VMs %v, want exactly the Running claim %s", tc.name, live, run.claim.ID)

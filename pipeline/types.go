@@ -176,9 +176,22 @@ type OwnerAuthority func(ctx context.Context, key PodKey, c ClaimView) Verdict
 type Observer interface {
 	ClaimLatency(ctx context.Context, outcome string, d time.Duration)
 	Decision(ctx context.Context, kind, reason string)
+	// LoopPass is called at the end of every pass of a background loop
+	// (LoopLeaseWatch, LoopReauthorize, LoopOrphanScan, LoopVerify), with
+	// how long the pass took: a loop that reports no pass is not running.
+	LoopPass(loop string, took time.Duration)
 }
+
+// The background loops, as Observer.LoopPass names them.
+const (
+	LoopLeaseWatch  = "lease-watch"
+	LoopReauthorize = "reauthorize"
+	LoopOrphanScan  = "orphan-scan"
+	LoopVerify      = "verify" // one pass per startup listing tried
+)
 
 type nopObserver struct{}
 
 func (nopObserver) ClaimLatency(context.Context, string, time.Duration) {}
 func (nopObserver) Decision(context.Context, string, string)            {}
+func (nopObserver) LoopPass(string, time.Duration)                      {}

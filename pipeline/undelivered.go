@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
@@ -23,7 +22,7 @@ import (
 // token the VM cannot be read or released by id, and it is only reported.
 func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox) bool {
 	key, ok := e.id.Owns(r)
-	if !ok || r.ClaimedAt == nil || time.Since(*r.ClaimedAt) < e.cfg.SettleWindow || e.sbx.Tenant() {
+	if !ok || r.ClaimedAt == nil || e.cfg.Clock.Since(*r.ClaimedAt) < e.cfg.SettleWindow || e.sbx.Tenant() {
 		return false
 	}
 	unlock, ok := e.keys.tryLock(key)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
@@ -35,6 +36,7 @@ func claimFinishingAfterItsCallerLeft(t *testing.T, api string) {
 	rep := newReporter()
 	cfg := testConfig(slowClaims, openStore(t, tempStorePath(t), false), rep)
 	cfg.SettleWindow = time.Nanosecond
+	clk := driveLoops(&cfg, pipeline.LoopOrphanScan)
 	e := startEngine(t, cfg)
 	<-e.Listed()
 
@@ -51,7 +53,7 @@ func claimFinishingAfterItsCallerLeft(t *testing.T, api string) {
 		return len(env.sandboxesFor("ns/late")) >= 2 && env.count("claim_ok") == env.count("claim")
 	})
 
-	e.ScanOrphansOnce(context.Background(), &orphanObs{})
+	clk.pass(t, pipeline.LoopOrphanScan)
 	live := env.sandboxesFor("ns/late")
 	if len(live) != 1 || live[0].ID != run.claim.ID {
 		t.Fatalf("VMs for ns/late after the scan: %v, want only the delivered %s", live, run.claim.ID)
@@ -71,13 +73,15 @@ func TestUndeliveredVMWithTenantTokenIsOnlyReported(t *testing.T) {
 	rep := newReporter()
 	cfg := testConfig(env.node, openStore(t, tempStorePath(t), false), rep)
 	cfg.SettleWindow = time.Nanosecond
-	e := startEngine(t, cfg)
+	obs := &orphanObs{}
+	cfg.OrphanObserver = obs
+	clk := driveLoops(&cfg, pipeline.LoopOrphanScan)
+	startEngine(t, cfg)
 	vm := preClaim(t, env.node, "ns/x", "")
 	if _, err := env.node.Get(context.Background(), vm.ID); err == nil {
 		t.Fatal("a tenant read a sandbox by id")
 	}
-	obs := &orphanObs{}
-	e.ScanOrphansOnce(context.Background(), obs)
+	clk.pass(t, pipeline.LoopOrphanScan)
 	if len(obs.verdicts) != 1 || obs.verdicts[0] != [2]int{1, 0} || !alive(env, vm.ID) {
 		t.Fatalf("verdicts %v alive %v: want the VM reported and kept", obs.verdicts, alive(env, vm.ID))
 	}

@@ -37,12 +37,16 @@ func (e *Engine) verifyStartup(ctx context.Context) {
 	// two seconds apart); the retries in between are logged at debug.
 	var failed int
 	var warned time.Time
-	err := backoff.RetryNotify(func() error { return e.verifyOnce(ctx) }, backoff.WithContext(eb, ctx),
+	try := func() (err error) {
+		e.pass(LoopVerify, func() { err = e.verifyOnce(ctx) })
+		return err
+	}
+	err := backoff.RetryNotify(try, backoff.WithContext(eb, ctx),
 		func(err error, wait time.Duration) {
 			failed++
 			level := slog.LevelDebug
-			if time.Since(warned) >= verifyWarnEvery {
-				level, warned = slog.LevelWarn, time.Now()
+			if e.cfg.Clock.Since(warned) >= verifyWarnEvery {
+				level, warned = slog.LevelWarn, e.cfg.Clock.Now()
 			}
 			e.log.Log(ctx, level, "startup verification: sandboxd listing failed; loaded rows stay quarantined",
 				"error", err, "retry_in", wait, "failed_listings", failed)

@@ -67,6 +67,7 @@ func requestSet(k verbCode) attribute.Set {
 	return attribute.NewSet(attribute.String("verb", k.verb), attribute.String("code", strconv.Itoa(k.code)))
 }
 func reasonSet(r string) attribute.Set { return attribute.NewSet(attribute.String("reason", r)) }
+func loopSet(l string) attribute.Set   { return attribute.NewSet(attribute.String("loop", l)) }
 func decisionSet(k [2]string) attribute.Set {
 	return attribute.NewSet(attribute.String("kind", k[0]), attribute.String("reason", k[1]))
 }

@@ -41,6 +41,7 @@ type Metrics struct {
 	orphanSandboxes    metric.Int64Gauge
 	orphanClaims       metric.Int64Gauge
 	orphanScans        metric.Int64Counter
+	loopPasses         metric.Float64Histogram
 	inventoryPublishes metric.Int64Counter
 	eventsShed         metric.Int64Counter
 	pipelineShards     metric.Int64Gauge
@@ -63,6 +64,7 @@ type Metrics struct {
 	requestAttrs  attrCache[verbCode]
 	decisionAttrs attrCache[[2]string]
 	reasonAttrs   attrCache[string]
+	loopAttrs     attrCache[string]
 }
 
 // NewNopMetrics returns Metrics that record nothing, for unit tests.
@@ -112,6 +114,7 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.orphanSandboxes = i64g("vksandbox_orphan_sandboxes", "{sandbox}", "Sandboxes sandboxd holds for this node that no claim knows, at the last scan.")
 	m.orphanClaims = i64g("vksandbox_orphan_claims", "{claim}", "Claims whose sandbox sandboxd no longer reports, at the last scan.")
 	m.orphanScans = i64c("vksandbox_orphan_scans_total", "{scan}", "Orphan scans by result.")
+	m.loopPasses = f64h("vksandbox_loop_pass_seconds", "s", "Passes of the pipeline's background loops by loop, and how long each took.", latencyBuckets)
 	m.inventoryPublishes = i64c("vksandbox_inventory_publishes_total", "{publish}", "NodeInventory publishes by result.")
 	m.eventsShed = i64c("vksandbox_events_shed_total", "{event}", "Normal Events not recorded because they exceeded the node's Event budget (--event-qps, --event-burst), by reason.")
 	m.pipelineShards = i64g("vksandbox_pipeline_shards", "{shard}", "Configured pipeline shards.")
@@ -189,6 +192,15 @@ func (m *Metrics) Decision(ctx context.Context, kind, reason string) {
 		return
 	}
 	m.decisions.Add(ctx, 1, m.decisionAttrs.get([2]string{kind, reason}, decisionSet))
+}
+
+// LoopPass records the end of one pass of a background loop. loop is one
+// of the pipeline.Loop* names: a fixed set.
+func (m *Metrics) LoopPass(loop string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.loopPasses.Record(context.Background(), took.Seconds(), m.loopAttrs.get(loop, loopSet))
 }
 
 // OrphanVerdicts publishes the result of the last completed orphan scan.

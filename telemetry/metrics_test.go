@@ -22,6 +22,7 @@ func exercise(ctx context.Context, m *Metrics, depth []int, held int) {
 	m.OrphanVerdicts(len(depth), held)
 	m.OrphanScan(true)
 	m.OrphanScan(false)
+	m.LoopPass("orphan-scan", 2*time.Millisecond)
 	m.InventoryPublish(true)
 	m.EventShed("SandboxClaimed")
 	m.RegisterWorkers(len(depth), held)
@@ -55,6 +56,8 @@ func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
 		`vksandbox_orphan_claims`:                                               1,
 		`vksandbox_orphan_scans_total{result="ok"}`:                             1,
 		`vksandbox_orphan_scans_total{result="failed"}`:                         1,
+		`vksandbox_loop_pass_seconds_count{loop="orphan-scan"}`:                 1,
+		`vksandbox_loop_pass_seconds_bucket{loop="orphan-scan",le="0.0025"}`:    1,
 		`vksandbox_inventory_publishes_total{result="ok"}`:                      1,
 		`vksandbox_events_shed_total{reason="SandboxClaimed"}`:                  1,
 		`vksandbox_pipeline_shards`:                                             1,
