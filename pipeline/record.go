@@ -160,15 +160,22 @@ func (rs *records) each(fn func(key PodKey, s *keyState)) {
 	}
 }
 
-// lock blocks until key is free, and returns its unlock.
-func (rs *records) lock(key PodKey) func() {
-	sh := rs.shard(key)
-	sh.mu.Lock()
+// held is key's record, made if it has none, for a lock holder or waiter;
+// the caller holds sh.mu.
+func (sh *recordShard) held(key PodKey) *record {
 	r := sh.m[key]
 	if r == nil {
 		r = &record{}
 		sh.m[key] = r
 	}
+	return r
+}
+
+// lock blocks until key is free, and returns its unlock.
+func (rs *records) lock(key PodKey) func() {
+	sh := rs.shard(key)
+	sh.mu.Lock()
+	r := sh.held(key)
 	r.refs++
 	sh.mu.Unlock()
 	r.lock.Lock()
@@ -182,11 +189,7 @@ func (rs *records) tryLock(key PodKey) (unlock func(), ok bool) {
 	sh := rs.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r := sh.m[key]
-	if r == nil {
-		r = &record{}
-		sh.m[key] = r
-	}
+	r := sh.held(key)
 	if !r.lock.TryLock() {
 		return nil, false
 	}
