@@ -183,6 +183,9 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	for _, k := range pipeline.DecisionKinds {
 		m.Decision(ctx, k, "r")
 	}
+	for _, l := range []string{pipeline.LoopLeaseWatch, pipeline.LoopReauthorize, pipeline.LoopOrphanScan, pipeline.LoopVerify} {
+		m.LoopPass(l, time.Millisecond)
+	}
 	m.OrphanVerdicts(1, 2)
 	m.OrphanScan(true)
 	m.InventoryPublish(false)
