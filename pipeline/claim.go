@@ -104,7 +104,10 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 		if c.PodUID == ref.UID || e.ownerMatches(ctx, ref.Key, c, ref) {
 			adopted := c.PodUID != ref.UID
 			c.PodUID = ref.UID
-			return e.persistOrRollBack(ctx, it, c, adopted) // retry the durable write
+			// The tentative claim is this generation's now; its durable
+			// write is retried.
+			e.keys.setTentative(ref.Key, c)
+			return e.persistOrRollBack(ctx, it, c, adopted)
 		}
 	case StateDurable:
 		if c.PodUID == ref.UID && c.OwnerKnown() {
@@ -236,14 +239,14 @@ func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
 	return e.persistOrRollBack(ctx, it, c, false)
 }
 
-// persistOrRollBack makes a tentative claim durable, then publishes Running
+// persistOrRollBack makes c, the key's tentative claim already
+// (holdTentative or setTentative), durable, then publishes Running
 // (in that order: see publishRunning). If the durable write fails, the
 // claim just taken is released (rollback); if that fails too, the
 // tentative row keeps the credential in memory so that a retry or a later
 // delete can still reach the VM.
 func (e *Engine) persistOrRollBack(ctx context.Context, it Intent, c store.Claim, adopted bool) txResult {
 	ref := it.Ref
-	e.keys.setTentative(ref.Key, c)
 	if res, ok := e.persist(ctx, ref, c); !ok {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
 		defer cancel()

@@ -356,4 +356,33 @@ func TestDurableWriteFailureRollsBack(t *testing.T) {
 			t.Error("the tentative row survived its release")
 		}
 	})
+
+	// A tentative claim taken over by the key's next generation (same
+	// owner: none) is that generation's, even when its commit and rollback
+	// fail again: the new Pod's delete reaches the VM.
+	t.Run("tentative-taken-over-by-the-next-generation", func(t *testing.T) {
+		env, _, rep, e := setup(t)
+		env.sim.InjectFault(sim.Fault{Verb: pool.VerbRelease, Mode: "500"})
+		create(t, e, intent("ns/nodisk", "uid-nodisk", ""))
+		rep.outcome(t, pipeline.OutcomeError, 1)
+		create(t, e, intent("ns/nodisk", "uid-next", ""))
+		rep.pending(t, "uid-next", pipeline.ReasonStateWrite, 1)
+		rep.outcome(t, pipeline.OutcomeError, 2)
+
+		if got := env.count("claim_ok"); got != 1 {
+			t.Fatalf("claim_ok = %d, want 1 (the next generation takes the tentative claim over)", got)
+		}
+		cv, ok := e.Lookup("ns/nodisk")
+		if !ok || cv.State != pipeline.StateTentative || cv.PodUID != "uid-next" {
+			t.Fatalf("Claim(ns/nodisk) = %v %v for %q, want tentative for uid-next", cv.State, ok, cv.PodUID)
+		}
+		env.sim.ClearFaults()
+		res, err := e.Delete(context.Background(), pipeline.PodRef{Key: "ns/nodisk", UID: "uid-next"}, verdict(true, "bare-pod"))
+		if err != nil || !res.Held {
+			t.Fatalf("Delete of the next generation = %+v, %v; want held and released", res, err)
+		}
+		if got := len(env.sim.Sandboxes()); got != 0 {
+			t.Errorf("live sandboxes = %d after the delete, want 0", got)
+		}
+	})
 }

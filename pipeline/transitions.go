@@ -98,9 +98,9 @@ func (rs *records) holdTentative(key PodKey, c store.Claim) (holder PodKey, held
 	return "", false
 }
 
-// setTentative records c as key's tentative claim (the claim is key's
-// already: an adoption retrying its commit, or a fresh claim holdTentative
-// took).
+// setTentative records c as key's tentative claim when the claim is key's
+// already: a tentative claim adopted by a new generation of the key, which
+// retries its commit.
 func (rs *records) setTentative(key PodKey, c store.Claim) {
 	rs.idMu.Lock()
 	defer rs.idMu.Unlock()
