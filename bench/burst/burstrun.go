@@ -30,9 +30,17 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 	defer b.cleanup(r.Namespace)
 
 	var node *vkNode
-	if mode == modeNull {
+	if mode == modeNull || mode == modeNullClaim {
 		r.Node = fmt.Sprintf("burst-null-%d-%d", os.Getpid(), b.seq)
-		nn, err := podload.StartNullNode(ctx, b.nullBin, b.env.Kubeconfig, r.Node, b.o.contentType, filepath.Join(b.dir, r.Node+".log"))
+		var extra []string
+		if mode == modeNullClaim {
+			if node, err = startSim(nodeOpts{name: r.Node, n: n, claimLatency: b.o.claimLatency}); err != nil {
+				return failed(err)
+			}
+			defer node.stop()
+			extra = podload.ClaimArgs(node.srv.URL, rootToken, filepath.Join(b.dir, r.Node+".state"))
+		}
+		nn, err := podload.StartNullNode(ctx, b.nullBin, b.env.Kubeconfig, r.Node, b.o.contentType, filepath.Join(b.dir, r.Node+".log"), extra...)
 		if err != nil {
 			return failed(err)
 		}

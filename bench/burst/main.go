@@ -11,6 +11,10 @@
 //	null-node                  bench/nullnode in place of vk-sandbox: the
 //	                           minimal node (one watch, one status write
 //	                           per Pod), the floor of any node
+//	null-node-claim            bench/nullnode with the emulator: the minimal
+//	                           node plus one claim exchange and one fsynced
+//	                           state-file commit per Pod, the floor of any
+//	                           node that claims
 //	provider-default-limiters  the provider run in this process (kube.NewDaemon)
 //	                           with virtual-kubelet's 10 qps / burst 100 queues,
 //	                           an option only the library has
@@ -20,7 +24,8 @@
 //	                           control plane
 //
 // The table ends with the ratios of one run's modes: provider / null-node
-// beside provider / bare (also in FILE.json, "ratios").
+// beside provider / bare, and provider / null-node-claim when it ran
+// (also in FILE.json, "ratios").
 //
 // Usage: go run ./bench/burst [-n 100,1000] [-modes ...] [-out FILE.json]
 //
@@ -73,7 +78,7 @@ func parseOptions() (*options, error) {
 	o := &options{}
 	var sizes, modes, vkArgs, vkEnv, vkBins string
 	flag.StringVar(&sizes, "n", "100,1000", "comma-separated burst sizes")
-	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeNull, modeDefault}, ","), "comma-separated modes: bare, provider, null-node (bench/nullnode, a minimal node that only watches its Pods and writes each Running once: the floor of a node's time and CPU per Pod), provider-default-limiters")
+	flag.StringVar(&modes, "modes", strings.Join([]string{modeBare, modeProvider, modeNull, modeDefault}, ","), "comma-separated modes: bare, provider, null-node (bench/nullnode, a minimal node that only watches its Pods and writes each Running once: the floor of a node's time and CPU per Pod), provider-default-limiters, null-node-claim (null-node plus one claim at the emulator and one fsynced state-file commit per Pod: the floor of a node that claims)")
 	flag.DurationVar(&o.claimLatency, "claim-latency", 500*time.Microsecond, "emulator claim latency (sim.Config.ClaimLatency)")
 	flag.StringVar(&o.out, "out", "bench/results/burst-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the per-Pod CSV goes beside it with a .csv extension")
 	flag.BoolVar(&o.keep, "keep", false, "leave the control plane up after the runs, print KUBECONFIG, wait for ^C")
@@ -110,7 +115,7 @@ func parseOptions() (*options, error) {
 	}
 	for m := range strings.SplitSeq(modes, ",") {
 		m = strings.TrimSpace(m)
-		if _, alt := o.vkBins[m]; !alt && m != modeBare && m != modeProvider && m != modeDefault && m != modeNull {
+		if _, alt := o.vkBins[m]; !alt && m != modeBare && m != modeProvider && m != modeDefault && m != modeNull && m != modeNullClaim {
 			return nil, fmt.Errorf("-modes: unknown mode %q", m)
 		}
 		o.modes = append(o.modes, m)
@@ -215,7 +220,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer os.RemoveAll(dir)
 	b := &bench{o: o, dir: dir}
-	if slices.Contains(o.modes, modeNull) {
+	if slices.Contains(o.modes, modeNull) || slices.Contains(o.modes, modeNullClaim) {
 		logf("building ./bench/nullnode")
 		if b.nullBin, err = podload.BuildNullNode(ctx, dir); err != nil {
 			return err

@@ -23,7 +23,11 @@ const (
 	modeProvider = "provider"
 	modeDefault  = "provider-default-limiters"
 	modeNull     = "null-node"
-	rootToken    = "burst-root-token-0123456789abcdef"
+	// modeNullClaim is bench/nullnode with -sandboxd: the minimal node
+	// plus the claim's own work (one claim exchange and one fsynced
+	// commit per Pod), the floor of any node that claims.
+	modeNullClaim = "null-node-claim"
+	rootToken     = "burst-root-token-0123456789abcdef"
 )
 
 // isProvider reports whether mode runs vk-sandbox: this tree's build, or
@@ -66,11 +70,10 @@ func (o nodeOpts) simConfig() sim.Config {
 // Ready: readiness is a precondition of the run, not part of the
 // measurement.
 func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode, error) {
-	s, err := sim.New(o.simConfig())
+	v, err := startSim(o)
 	if err != nil {
 		return nil, err
 	}
-	v := &vkNode{sim: s, srv: httptest.NewServer(s.Handler()), id: pipeline.Identity{Node: o.name}}
 	fail := func(err error) (*vkNode, error) { v.stop(); return nil, err }
 	vo := kubetest.VKSandboxOptions{
 		Bin: o.bin, Dir: o.dir, Node: o.name, Kubeconfig: o.kubeconfig,
@@ -92,6 +95,16 @@ func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode,
 	}
 	v.metrics = v.vk.MetricsAddr
 	return v, nil
+}
+
+// startSim starts node o's emulator alone: the node is vk-sandbox
+// (startVK), or a claiming null node.
+func startSim(o nodeOpts) (*vkNode, error) {
+	s, err := sim.New(o.simConfig())
+	if err != nil {
+		return nil, err
+	}
+	return &vkNode{sim: s, srv: httptest.NewServer(s.Handler()), id: pipeline.Identity{Node: o.name}}, nil
 }
 
 // stop terminates vk-sandbox, then closes the emulator, and returns

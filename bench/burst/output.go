@@ -119,6 +119,10 @@ func printTable(w *os.File, runs []runResult) {
 		if x.CPUProviderNull != "-" {
 			fmt.Fprintf(w, "N=%d  node CPU per Pod: provider / null-node = %s\n", x.N, x.CPUProviderNull)
 		}
+		if x.ProviderNullClaim != "-" {
+			fmt.Fprintf(w, "N=%d  provider/null-node-claim = %s   null-node-claim/null-node = %s   node CPU per Pod: provider / null-node-claim = %s\n", x.N,
+				x.ProviderNullClaim, x.NullClaimNull, x.CPUProviderNullClaim)
+		}
 	}
 }
 
@@ -134,6 +138,10 @@ type ratios struct {
 	// CPUProviderNull is vk-sandbox's CPU over the null node's, with each
 	// one's ms per Pod: "1.50 (0.750 / 0.500 ms)".
 	CPUProviderNull string `json:"cpu_provider_over_null_node"`
+	// The same against null-node-claim, the minimal node that also claims.
+	ProviderNullClaim    string `json:"provider_over_null_node_claim"`
+	NullClaimNull        string `json:"null_node_claim_over_null_node"`
+	CPUProviderNullClaim string `json:"cpu_provider_over_null_node_claim"`
 }
 
 func runRatios(runs []runResult) []ratios {
@@ -160,16 +168,21 @@ func runRatios(runs []runResult) []ratios {
 		}
 		return s
 	}
+	cpuRatio := func(n int, a, b string) string {
+		x, okx := byKey[fmt.Sprint(n, a)]
+		y, oky := byKey[fmt.Sprint(n, b)]
+		if !okx || !oky || nodeCPU(y) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f (%.3f / %.3f ms)", nodeCPU(x)/nodeCPU(y), 1000*nodeCPU(x)/float64(n), 1000*nodeCPU(y)/float64(n))
+	}
 	out := make([]ratios, 0, len(sizes))
 	for _, n := range sizes {
-		x := ratios{N: n, ProviderNull: ratio(n, modeProvider, modeNull), ProviderBare: ratio(n, modeProvider, modeBare),
-			NullBare: ratio(n, modeNull, modeBare), DefaultProvider: ratio(n, modeDefault, modeProvider), CPUProviderNull: "-"}
-		p, okp := byKey[fmt.Sprint(n, modeProvider)]
-		z, okz := byKey[fmt.Sprint(n, modeNull)]
-		if okp && okz && nodeCPU(z) > 0 {
-			x.CPUProviderNull = fmt.Sprintf("%.2f (%.3f / %.3f ms)", nodeCPU(p)/nodeCPU(z), 1000*nodeCPU(p)/float64(n), 1000*nodeCPU(z)/float64(n))
-		}
-		out = append(out, x)
+		out = append(out, ratios{N: n, ProviderNull: ratio(n, modeProvider, modeNull), ProviderBare: ratio(n, modeProvider, modeBare),
+			NullBare: ratio(n, modeNull, modeBare), DefaultProvider: ratio(n, modeDefault, modeProvider),
+			CPUProviderNull:   cpuRatio(n, modeProvider, modeNull),
+			ProviderNullClaim: ratio(n, modeProvider, modeNullClaim), NullClaimNull: ratio(n, modeNullClaim, modeNull),
+			CPUProviderNullClaim: cpuRatio(n, modeProvider, modeNullClaim)})
 	}
 	return out
 }

@@ -23,6 +23,10 @@ const (
 	// modeNullNodes is one bench/nullnode process per node, as that node's
 	// user: the API work of N nodes and nothing else, their CPU included.
 	modeNullNodes = "null-nodes"
+	// modeNullClaim is null-nodes with one emulator per node: each minimal
+	// node also claims each Pod's VM and commits it to a state file, the
+	// floor of N nodes that claim.
+	modeNullClaim = "null-nodes-claim"
 	runLabel      = "fleet.vk-sandbox/run"
 )
 
@@ -96,8 +100,8 @@ func (f *fleet) fill(ctx context.Context, mode string, nss, nodes []string) (fil
 		defer stop()
 		asNode = clients
 	}
-	if mode == modeNullNodes {
-		stop, err := f.startNullNodes(ctx, nodes)
+	if mode == modeNullNodes || mode == modeNullClaim {
+		stop, err := f.startNullNodes(ctx, nodes, mode == modeNullClaim)
 		if err != nil {
 			return r, err
 		}
@@ -227,19 +231,24 @@ func (f *fleet) nodeSide(ctx context.Context, nss, nodes []string) (stop func(),
 }
 
 // startNullNodes starts one bench/nullnode per node, node i as node i's
-// user, each Ready (its Pod cache synced) before it returns.
-func (f *fleet) startNullNodes(ctx context.Context, nodes []string) (stop func(), err error) {
+// user, each Ready (its Pod cache synced) before it returns; with claim,
+// each with an emulator of its own (-sandboxd).
+func (f *fleet) startNullNodes(ctx context.Context, nodes []string, claim bool) (stop func(), err error) {
 	if f.nullBin == "" {
 		if f.nullBin, err = podload.BuildNullNode(ctx, f.dir); err != nil {
 			return nil, err
 		}
 	}
 	var started []*podload.NullNode
+	var sims []*node
 	stop = func() {
 		for _, n := range started {
 			if err := n.Stop(); err != nil {
 				logf("nullnode exit: %v", err)
 			}
+		}
+		for _, s := range sims {
+			_ = s.stop()
 		}
 	}
 	for i, name := range nodes {
@@ -248,7 +257,17 @@ func (f *fleet) startNullNodes(ctx context.Context, nodes []string) (stop func()
 			stop()
 			return nil, err
 		}
-		n, err := podload.StartNullNode(ctx, f.nullBin, kc, name, f.o.contentType, filepath.Join(f.dir, name+".log"))
+		var extra []string
+		if claim {
+			s, err := f.startSim(name)
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			sims = append(sims, s)
+			extra = podload.ClaimArgs(s.srv.URL, rootToken, filepath.Join(f.dir, name+".state"))
+		}
+		n, err := podload.StartNullNode(ctx, f.nullBin, kc, name, f.o.contentType, filepath.Join(f.dir, name+".log"), extra...)
 		if err != nil {
 			stop()
 			return nil, err

@@ -9,6 +9,9 @@
 //	       status writes from this process (podload.RunBare), no provider
 //	null-nodes  N bench/nullnode processes (minimal nodes) in place of the
 //	       nodes: the floor of N nodes (off with -null-nodes=false)
+//	null-nodes-claim  the same, each also claiming every Pod's VM at an
+//	       emulator of its own and committing it to a state file: the floor
+//	       of N nodes that claim (on with -null-nodes-claim)
 //	nodes  N vk-sandbox processes start; the watches they open are counted
 //	idle   -idle of nothing: requests per node from the apiserver's metrics
 //	fleet  N x P Pods created at once; time until the last is Running
@@ -47,7 +50,7 @@ type options struct {
 	timeout              time.Duration
 	bare, inventory      bool
 	bareAsNodes          bool
-	nullNodes            bool
+	nullNodes, nullClaim bool
 	out                  string
 	vkArgs, vkEnv        []string
 	contentType          string
@@ -66,6 +69,7 @@ func parseOptions() *options {
 	flag.BoolVar(&o.inventory, "inventory", true, "nodes run with --publish-inventory, as the shipped DaemonSet does (the NodeInventory CRD is installed)")
 	flag.BoolVar(&o.bareAsNodes, "bare-as-nodes", false, "also measure bare with the nodes' side of the load and no provider: status writes as each node's user, and one spec.nodeName Pod watch per node")
 	flag.BoolVar(&o.nullNodes, "null-nodes", true, "also measure N bench/nullnode processes in place of the nodes (minimal nodes: each watches its Pods and writes each Running once, as its node's user): the floor of N nodes on this machine")
+	flag.BoolVar(&o.nullClaim, "null-nodes-claim", false, "also measure N bench/nullnode processes that each claim every Pod's VM at an emulator of their own and commit it to a state file before writing it Running: the floor of N nodes that claim")
 	flag.BoolVar(&o.bare, "bare", true, "also measure the bare apiserver limit (same creates and status writes, no provider)")
 	flag.StringVar(&o.out, "out", "bench/results/fleet-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON; the CSVs and SVGs go beside it")
 	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, podload.ContentTypeFlagUsage)
@@ -116,29 +120,33 @@ type nodeResult struct {
 }
 
 type report struct {
-	Started      time.Time          `json:"started"`
-	GoVersion    string             `json:"go_version"`
-	NumCPU       int                `json:"num_cpu"`
-	Command      string             `json:"command"`
-	Nodes        int                `json:"nodes"`
-	PodsPerNode  int                `json:"pods_per_node"`
-	ClaimLatency string             `json:"claim_latency"`
-	Workers      int                `json:"workers"`
-	VKArgs       []string           `json:"vk_args,omitempty"`
-	VKEnv        []string           `json:"vk_env,omitempty"`
-	ContentType  string             `json:"content_type"`
-	Bare         *fillResult        `json:"bare,omitempty"`
-	BareNodes    *fillResult        `json:"bare_as_nodes,omitempty"`
-	NullNodes    *fillResult        `json:"null_nodes,omitempty"`
-	Fleet        *fillResult        `json:"fleet,omitempty"`
-	Ratio        float64            `json:"fleet_over_bare,omitempty"`           // of watch_wall_s
-	RatioNull    float64            `json:"fleet_over_null_nodes,omitempty"`     // of watch_wall_s
-	CPURatioNull float64            `json:"cpu_fleet_over_null_nodes,omitempty"` // the nodes' CPU per Pod
-	StartS       float64            `json:"nodes_ready_s"`                       // all N started → all Ready
-	WatchesNode  map[string]float64 `json:"watches_per_node"`                    // by resource
-	Start        apiWindow          `json:"start"`                               // nodes starting, Ready, and 5 s more
-	Idle         apiWindow          `json:"idle"`
-	Held         *apiWindow         `json:"held,omitempty"`
+	Started      time.Time   `json:"started"`
+	GoVersion    string      `json:"go_version"`
+	NumCPU       int         `json:"num_cpu"`
+	Command      string      `json:"command"`
+	Nodes        int         `json:"nodes"`
+	PodsPerNode  int         `json:"pods_per_node"`
+	ClaimLatency string      `json:"claim_latency"`
+	Workers      int         `json:"workers"`
+	VKArgs       []string    `json:"vk_args,omitempty"`
+	VKEnv        []string    `json:"vk_env,omitempty"`
+	ContentType  string      `json:"content_type"`
+	Bare         *fillResult `json:"bare,omitempty"`
+	BareNodes    *fillResult `json:"bare_as_nodes,omitempty"`
+	NullNodes    *fillResult `json:"null_nodes,omitempty"`
+	NullClaim    *fillResult `json:"null_nodes_claim,omitempty"`
+	Fleet        *fillResult `json:"fleet,omitempty"`
+	Ratio        float64     `json:"fleet_over_bare,omitempty"`           // of watch_wall_s
+	RatioNull    float64     `json:"fleet_over_null_nodes,omitempty"`     // of watch_wall_s
+	CPURatioNull float64     `json:"cpu_fleet_over_null_nodes,omitempty"` // the nodes' CPU per Pod
+	// The same against null-nodes-claim.
+	RatioNullClaim    float64            `json:"fleet_over_null_nodes_claim,omitempty"`
+	CPURatioNullClaim float64            `json:"cpu_fleet_over_null_nodes_claim,omitempty"`
+	StartS            float64            `json:"nodes_ready_s"`    // all N started → all Ready
+	WatchesNode       map[string]float64 `json:"watches_per_node"` // by resource
+	Start             apiWindow          `json:"start"`            // nodes starting, Ready, and 5 s more
+	Idle              apiWindow          `json:"idle"`
+	Held              *apiWindow         `json:"held,omitempty"`
 	// EventsTailS is how long after the last Pod was Running the nodes
 	// went on creating Events (the held window starts after them).
 	EventsTailS float64      `json:"events_tail_s"`
@@ -210,7 +218,7 @@ func (f *fleet) phases(ctx context.Context, rep *report) error {
 	for i := range names {
 		names[i] = nodeName(i)
 	}
-	if err := createNamespaces(ctx, f.cs, slices.Concat(namespaces(modeBare, o.nodes), namespaces(modeBareNodes, o.nodes), namespaces(modeNullNodes, o.nodes), namespaces(modeFleet, o.nodes))); err != nil {
+	if err := createNamespaces(ctx, f.cs, slices.Concat(namespaces(modeBare, o.nodes), namespaces(modeBareNodes, o.nodes), namespaces(modeNullNodes, o.nodes), namespaces(modeNullClaim, o.nodes), namespaces(modeFleet, o.nodes))); err != nil {
 		return err
 	}
 	// Each bare phase: the same Pods, bound to nodes that do not exist (in
@@ -219,7 +227,7 @@ func (f *fleet) phases(ctx context.Context, rep *report) error {
 		on   bool
 		mode string
 		into **fillResult
-	}{{o.bare, modeBare, &rep.Bare}, {o.bareAsNodes, modeBareNodes, &rep.BareNodes}, {o.nullNodes, modeNullNodes, &rep.NullNodes}} {
+	}{{o.bare, modeBare, &rep.Bare}, {o.bareAsNodes, modeBareNodes, &rep.BareNodes}, {o.nullNodes, modeNullNodes, &rep.NullNodes}, {o.nullClaim, modeNullClaim, &rep.NullClaim}} {
 		if !b.on {
 			continue
 		}

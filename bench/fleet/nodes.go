@@ -28,15 +28,12 @@ type node struct {
 // startNode starts node i's emulator and process; waitReady waits for the
 // Node object. The orphan scan runs at its default interval, as deployed.
 func (f *fleet) startNode(i int) (*node, error) {
-	n := &node{name: nodeName(i)}
-	dir := filepath.Join(f.dir, n.name)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	s, err := sim.New(sim.Config{RootToken: rootToken, ClaimLatency: f.o.claimLatency,
-		Pools: map[pool.Key]int{{Template: "default"}: f.o.pods + 64}})
+	n, err := f.startSim(nodeName(i))
 	if err != nil {
 		return nil, err
 	}
-	n.sim, n.srv = s, httptest.NewServer(s.Handler())
+	dir := filepath.Join(f.dir, n.name)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := errors.Join(os.MkdirAll(dir, 0o755), f.env.WriteKubeconfig(kubeconfig, f.users[i].Token)); err != nil {
 		n.stop()
 		return nil, err
@@ -56,6 +53,16 @@ func (f *fleet) startNode(i int) (*node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// startSim starts the emulator of the node named name, alone.
+func (f *fleet) startSim(name string) (*node, error) {
+	s, err := sim.New(sim.Config{RootToken: rootToken, ClaimLatency: f.o.claimLatency,
+		Pools: map[pool.Key]int{{Template: "default"}: f.o.pods + 64}})
+	if err != nil {
+		return nil, err
+	}
+	return &node{name: name, sim: s, srv: httptest.NewServer(s.Handler())}, nil
 }
 
 func (n *node) pid() int { return n.vk.Pid() }

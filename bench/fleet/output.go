@@ -39,7 +39,7 @@ func (f *fleet) write(rep *report) error {
 		return err
 	}
 	var perNode, total [][]string
-	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.NullNodes, rep.Fleet} {
+	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.NullNodes, rep.NullClaim, rep.Fleet} {
 		if r == nil {
 			continue
 		}
@@ -99,12 +99,20 @@ func (rep *report) setRatios() {
 	if rep.Bare != nil && rep.Bare.WatchS > 0 {
 		rep.Ratio = r.WatchS / rep.Bare.WatchS
 	}
-	if z := rep.NullNodes; z != nil && z.WatchS > 0 {
-		rep.RatioNull = r.WatchS / z.WatchS
-		if c := podload.NodeCPU(z.CPU); c > 0 {
-			rep.CPURatioNull = podload.NodeCPU(r.CPU) / c
-		}
+	rep.RatioNull, rep.CPURatioNull = fleetOver(r, rep.NullNodes)
+	rep.RatioNullClaim, rep.CPURatioNullClaim = fleetOver(r, rep.NullClaim)
+}
+
+// fleetOver is the fleet's last Running over z's, and its nodes' CPU over
+// z's; 0 where z was not run.
+func fleetOver(fleet, z *fillResult) (wall, cpu float64) {
+	if z == nil || z.WatchS == 0 {
+		return 0, 0
 	}
+	if c := podload.NodeCPU(z.CPU); c > 0 {
+		cpu = podload.NodeCPU(fleet.CPU) / c
+	}
+	return fleet.WatchS / z.WatchS, cpu
 }
 
 // over is a's last Running by watch over b's, "-" when either is missing.
@@ -123,7 +131,7 @@ func printTables(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "\n%d nodes x %d Pods (%d), %d create workers, claim latency %s\n", rep.Nodes, rep.PodsPerNode, rep.Nodes*rep.PodsPerNode, rep.Workers, rep.ClaimLatency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tdone\tcreates_s\tlast_running_s\tstatus_s\tkube-apiserver_cpu_s\tetcd_cpu_s\tnode_cpu_s\tharness_cpu_s\tother_cpu_s\tloadavg\t")
-	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.NullNodes, rep.Fleet} {
+	for _, r := range []*fillResult{rep.Bare, rep.BareNodes, rep.NullNodes, rep.NullClaim, rep.Fleet} {
 		if r == nil {
 			continue
 		}
@@ -143,6 +151,11 @@ func printTables(w io.Writer, rep *report) {
 	}
 	if z := rep.NullNodes; z != nil && rep.Fleet != nil && rep.CPURatioNull > 0 {
 		fmt.Fprintf(w, "node CPU per Pod: fleet / null-nodes = %.2f (%.3f / %.3f ms per Pod per node)\n", rep.CPURatioNull,
+			1000*podload.NodeCPU(rep.Fleet.CPU)/float64(rep.Fleet.Pods), 1000*podload.NodeCPU(z.CPU)/float64(z.Pods))
+	}
+	if z := rep.NullClaim; z != nil && rep.Fleet != nil && rep.CPURatioNullClaim > 0 {
+		fmt.Fprintf(w, "fleet / null-nodes-claim = %s   null-nodes-claim / null-nodes = %s   node CPU per Pod: fleet / null-nodes-claim = %.2f (%.3f / %.3f ms per Pod per node)\n",
+			over(rep.Fleet, z), over(z, rep.NullNodes), rep.CPURatioNullClaim,
 			1000*podload.NodeCPU(rep.Fleet.CPU)/float64(rep.Fleet.Pods), 1000*podload.NodeCPU(z.CPU)/float64(z.Pods))
 	}
 	fmt.Fprintf(w, "Events went on %.1fs after the last Pod was Running\n", rep.EventsTailS)

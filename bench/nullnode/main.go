@@ -17,12 +17,14 @@
 //     vk-sandbox does not.
 //
 // No claim, no state file, no Event, no workqueue, no lister, and no GET
-// unless a write conflicts. A write that fails is retried with a backoff
+// unless a write conflicts (with -sandboxd, a claim and a state file: see
+// claimer). A write that fails is retried with a backoff
 // until it succeeds, the Pod is gone, or the node stops; a conflict
 // refetches the Pod first. Updates, its own write's echo among them, are
 // not handled.
 //
 // Usage: nullnode -kubeconfig FILE -node NAME [-workers 16]
+// [-sandboxd URL -token TOKEN -state FILE]
 package main
 
 import (
@@ -48,39 +50,57 @@ import (
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
 )
 
+type options struct {
+	kubeconfig, node, contentType string
+	workers                       int
+	sandboxd, token, state        string // the claim, when sandboxd is set
+}
+
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the apiserver")
-	node := flag.String("node", "", "node name: the Pods bound to it are written Running")
-	workers := flag.Int("workers", 16, "status writers")
-	contentType := flag.String("content-type", podload.DefaultContentType, "encoding spoken to the apiserver")
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the apiserver")
+	flag.StringVar(&o.node, "node", "", "node name: the Pods bound to it are written Running")
+	flag.IntVar(&o.workers, "workers", 16, "status writers")
+	flag.StringVar(&o.contentType, "content-type", podload.DefaultContentType, "encoding spoken to the apiserver")
+	flag.StringVar(&o.sandboxd, "sandboxd", "", "sandboxd URL: claim each Pod's VM there and record it in -state before writing Running (the minimal node that claims)")
+	flag.StringVar(&o.token, "token", "", "sandboxd node token (with -sandboxd)")
+	flag.StringVar(&o.state, "state", "", "state file of the claims (with -sandboxd)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *kubeconfig, *node, *workers, *contentType); err != nil {
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "nullnode:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig, node string, workers int, contentType string) error {
-	if node == "" {
+func run(ctx context.Context, o options) error {
+	if o.node == "" {
 		return fmt.Errorf("-node is required")
 	}
-	if workers < 1 {
-		return fmt.Errorf("-workers %d: want at least 1", workers)
+	if o.workers < 1 {
+		return fmt.Errorf("-workers %d: want at least 1", o.workers)
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	var cl *claimer
+	if o.sandboxd != "" {
+		var err error
+		if cl, err = newClaimer(o.sandboxd, o.token, o.state, o.node, o.workers); err != nil {
+			return err
+		}
+		defer cl.close()
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return err
 	}
 	rc.DisableCompression = true
-	cs, err := podload.Clientset(rc, contentType)
+	cs, err := podload.Clientset(rc, o.contentType)
 	if err != nil {
 		return err
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.node).String()
 		}),
 		informers.WithTransform(dropManagedFields))
 	pending := make(chan *corev1.Pod) // unbuffered: the informer's listener holds the backlog
@@ -99,8 +119,8 @@ func run(ctx context.Context, kubeconfig, node string, workers int, contentType 
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	fmt.Println("ready") // bench/burst starts the burst on this line
-	w := &writer{cs: cs}
-	for range workers {
+	w := &writer{cs: cs, cl: cl}
+	for range o.workers {
 		go func() {
 			for {
 				select {
@@ -128,6 +148,7 @@ func dropManagedFields(obj any) (any, error) {
 
 type writer struct {
 	cs  kubernetes.Interface
+	cl  *claimer     // nil: no claim
 	seq atomic.Int64 // distinct Pod IPs
 }
 
@@ -135,6 +156,12 @@ type writer struct {
 // written, the Pod is gone or ctx ends. cached belongs to the informer's
 // cache and is never changed: the status goes on a shallow copy.
 func (w *writer) writeRunning(ctx context.Context, cached *corev1.Pod) {
+	if w.cl != nil {
+		if err := w.cl.claim(ctx, cached); err != nil {
+			fmt.Fprintf(os.Stderr, "nullnode: %s/%s: %v\n", cached.Namespace, cached.Name, err)
+			return
+		}
+	}
 	p := *cached
 	p.Status = podload.FakeRunning(cached, int(w.seq.Add(1)-1))
 	op := func() error {
