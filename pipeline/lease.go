@@ -33,7 +33,8 @@ const ReasonRenewFailed = "SandboxLeaseRenewFailed"
 //     node that is slow to reap is not listed every interval.
 //
 // Due rows are found by a scan of the store each interval (not per claim);
-// sandboxd is only called for rows that are due.
+// sandboxd is only called for rows that are due. A node whose rows are all
+// far from their deadlines is not scanned at all (see quiet).
 func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Second
@@ -43,18 +44,33 @@ func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
 }
 
 func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
+	version := e.store.Version()
+	if e.leases.quiet(version, now) {
+		return
+	}
 	var expired, renew []PodKey
+	next := endOfTime
 	e.store.Range(func(k string, c store.Claim) bool {
 		key := PodKey(k)
 		switch {
-		case c.Deadline.IsZero() || !e.leases.ready(key, now):
+		case c.Deadline.IsZero():
+		case !e.leases.ready(key, now):
+			next = now
 		case now.After(c.Deadline):
-			expired = append(expired, key)
+			expired, next = append(expired, key), now
 		case e.renewDue(key, c, now):
-			renew = append(renew, key)
+			renew, next = append(renew, key), now
+		default:
+			// The earliest this row can be due: its renewal window opens
+			// (whether it may be renewed then is decided then), and its
+			// deadline is later still.
+			if at := c.Deadline.Add(-e.leases.lead(c)); at.Before(next) {
+				next = at
+			}
 		}
 		return true
 	})
+	e.leases.scanned(version, next)
 	for _, key := range renew {
 		e.renewOne(ctx, key, now)
 	}

@@ -16,7 +16,24 @@ import (
 type leaseRetries struct {
 	interval time.Duration // the watch interval; 0 until WatchLeases runs
 	keys     *records
+
+	// Owned by the lease-watch loop: the store version its last full pass
+	// scanned, and the earliest moment a row of that pass can be due.
+	seen     uint64
+	nextLook time.Time
 }
+
+// quiet reports whether a pass at now can be skipped: no row has changed
+// since the last full pass (the store is at the version it scanned), and
+// none of its rows can be due yet. A key in backoff, or one in its
+// renewal window, makes every pass a full one, as does any commit.
+// Nothing else makes a row due sooner: the Pod's lifetime and sandboxd's
+// renew verb only decide, inside the renewal window, whether to renew.
+func (l *leaseRetries) quiet(version uint64, now time.Time) bool {
+	return version == l.seen && now.Before(l.nextLook)
+}
+
+func (l *leaseRetries) scanned(version uint64, next time.Time) { l.seen, l.nextLook = version, next }
 
 // leaseRetry is one key's backoff.
 type leaseRetry struct {

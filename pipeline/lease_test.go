@@ -159,3 +159,33 @@ func TestALeaseIsRenewedBeforeItsPodIsSeenAgain(t *testing.T) {
 			got, before.Deadline, after.Deadline)
 	}
 }
+
+// A pass over rows that are all far from their deadlines is skipped until
+// one of them can be due, but never past a change to the state file: a
+// claim recorded after such a pass, with a shorter lease, is still
+// expired when its deadline passes.
+func TestLeaseWatchSeesAShortLeaseRecordedAfterAQuietPass(t *testing.T) {
+	r, clk := newLoopRig(t, sim.Config{}, nil, pipeline.LoopLeaseWatch)
+	ctx := context.Background()
+	create(t, r.eng, intent("ns/long", "uid-long", ""))
+	r.rep.running(t, "uid-long")
+	long, _ := r.store.Get("ns/long")
+	long.Deadline = time.Now().Add(24 * time.Hour)
+	if err := r.store.Put(ctx, "ns/long", long); err != nil {
+		t.Fatal(err)
+	}
+	clk.pass(t, pipeline.LoopLeaseWatch) // the full pass: nothing is due for a day
+	clk.pass(t, pipeline.LoopLeaseWatch) // a quiet one
+
+	create(t, r.eng, intent("ns/short", "uid-short", ""))
+	short := r.rep.running(t, "uid-short")
+	r.env.sim.Expire(short.claim.ID)
+	clk.passAt(t, pipeline.LoopLeaseWatch, clk.beforeTick(short.claim.Deadline.Add(time.Second), 0))
+	r.rep.waitFor(t, "Expired of uid-short", func(evs []event) bool { return find(evs, "expired", "uid-short", "") >= 0 })
+	if _, ok := r.store.Get("ns/short"); ok {
+		t.Error("the expired row is still in the store")
+	}
+	if row, ok := r.store.Get("ns/long"); !ok || !row.Deadline.Equal(long.Deadline) {
+		t.Error("the row that was not due was touched")
+	}
+}

@@ -148,6 +148,8 @@ type Store interface {
 	Holder(id string) (key string, ok bool)
 	Range(fn func(key string, c store.Claim) bool)
 	Len() int
+	// Version grows with every change to the durable rows.
+	Version() uint64
 }
 
 // Verdict is the delete authorization decision (docs/pod-contract.md,

@@ -171,6 +171,7 @@ func (s *Store) commit(batch []*request) (groupStat, error) {
 			}
 		}
 	}
+	s.version.Add(1)
 	s.mu.Unlock()
 	if s.opts.Observer != nil {
 		s.opts.Observer.Commit(len(batch), len(buf), took)

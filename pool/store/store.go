@@ -123,6 +123,7 @@ type Store struct {
 	wbuf       *bufio.Writer // snapshot buffer, reused: compaction is periodic
 
 	lastCommit atomic.Pointer[error] // see Health; written by the writer only
+	version    atomic.Uint64         // see Version; bumped under mu
 }
 
 // Open opens the claim store at path, creating its directory (0700) and file
@@ -320,6 +321,11 @@ func (s *Store) Range(fn func(key string, c Claim) bool) {
 		}
 	}
 }
+
+// Version counts the changes to the durable table: it grows, under the
+// same lock, with every group commit that changes a row, so a caller that
+// saw one version and sees it again knows that no row changed in between.
+func (s *Store) Version() uint64 { return s.version.Load() }
 
 // Len is the number of durable rows.
 func (s *Store) Len() int {
