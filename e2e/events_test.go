@@ -47,3 +47,34 @@ func TestEventsPastTheBudgetAreShedAndCounted(t *testing.T) {
 		t.Fatalf("%v SandboxClaimed Events written and %v shed, with a budget of 2", written, shed)
 	}
 }
+
+// virtual-kubelet writes an empty Normal "ProviderCreateSuccess" Event for
+// every Pod it hands to the provider; the node drops it (it says nothing
+// that SandboxClaimed does not, and it would double the Event writes).
+// The broadcaster writes one node's Events in the order they were
+// recorded, and virtual-kubelet records its own before the claim ends, so
+// once every SandboxClaimed is in, none of those can still be on its way.
+func TestVirtualKubeletsEmptyCreateEventIsNotWritten(t *testing.T) {
+	n := startNode(t, sim.Config{})
+	ns := newNamespace(t)
+	const pods = 3
+	for i := range pods {
+		createPod(t, sandboxPod(ns, fmt.Sprintf("q%d", i), n.Name))
+	}
+	cs, _ := clients(t)
+	reasons := map[string]int{}
+	testkit.WaitForCtx(t, waitFor, "a SandboxClaimed Event for every Pod", func(ctx context.Context) (bool, error) {
+		l, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		clear(reasons)
+		for _, e := range l.Items {
+			reasons[e.Reason]++
+		}
+		return reasons[kube.EventClaimed] == pods, nil
+	})
+	if got := reasons["ProviderCreateSuccess"]; got != 0 {
+		t.Errorf("%d ProviderCreateSuccess Events written; want none (Events by reason: %v)", got, reasons)
+	}
+}

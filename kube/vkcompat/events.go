@@ -8,8 +8,9 @@ package vkcompat
 // drops new ones without a word (Budgeted).
 // Pinned by: TestQuietRecorderDropsOnlyTheEmptyCreateSuccess,
 // TestBudgetedShedsNormalEventsPastTheBudgetAndReportsEach,
-// TestAnEventDroppedUpstreamSpendsNoBudget, and end to end
-// TestEventsPastTheBudgetAreShedAndCounted.
+// TestAnEventDroppedUpstreamSpendsNoBudget, and end to end (the node's
+// wiring) TestEventsPastTheBudgetAreShedAndCounted and
+// TestVirtualKubeletsEmptyCreateEventIsNotWritten.
 
 import (
 	"golang.org/x/time/rate"
