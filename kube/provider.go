@@ -264,6 +264,7 @@ func (p *Provider) push(pod *corev1.Pod) {
 // finishDelete ends a gracefully deleted Pod once its VM is released or
 // preserved: nothing runs on this node for it any more. The UID
 // precondition makes sure a same-name replacement is never touched.
+// (docs/virtual-kubelet.md, 16; e2e TestAGracefulDeleteEndsOnceItsVMIsReleased.)
 func (p *Provider) finishDelete(ctx context.Context, pod *corev1.Pod) {
 	zero := int64(0)
 	uid := pod.UID
