@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
@@ -33,7 +35,17 @@ func smallFS(t *testing.T) string {
 		t.Skipf("R4: cannot mount a tmpfs on %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
+		// Another process walking the temp directory can keep the mount
+		// busy for a moment, so EBUSY is retried for a while; a file this
+		// test left open keeps it busy for good, and that is reported.
+		unmount := func() error {
+			err := syscall.Unmount(dir, 0)
+			if errors.Is(err, syscall.EBUSY) {
+				return err
+			}
+			return backoff.Permanent(err)
+		}
+		if err := backoff.Retry(unmount, backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(10*time.Second))); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
 			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
