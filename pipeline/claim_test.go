@@ -345,13 +345,7 @@ func TestDurableWriteFailureRollsBack(t *testing.T) {
 		// The release below succeeds only with the VM's own token: the
 		// tentative row kept the credential.
 		env.sim.ClearFaults()
-		res, err := e.Delete(context.Background(), pipeline.PodRef{Key: "ns/nodisk", UID: "uid-nodisk"}, verdict(true, "bare-pod"))
-		if err != nil || !res.Held {
-			t.Fatalf("Delete = %+v, %v; want held and released", res, err)
-		}
-		if got := len(env.sim.Sandboxes()); got != 0 {
-			t.Errorf("live sandboxes = %d after the delete, want 0", got)
-		}
+		deleteReleases(t, env, e, pipeline.PodRef{Key: "ns/nodisk", UID: "uid-nodisk"})
 		if _, ok := e.Lookup("ns/nodisk"); ok {
 			t.Error("the tentative row survived its release")
 		}
@@ -377,12 +371,19 @@ func TestDurableWriteFailureRollsBack(t *testing.T) {
 			t.Fatalf("Claim(ns/nodisk) = %v %v for %q, want tentative for uid-next", cv.State, ok, cv.PodUID)
 		}
 		env.sim.ClearFaults()
-		res, err := e.Delete(context.Background(), pipeline.PodRef{Key: "ns/nodisk", UID: "uid-next"}, verdict(true, "bare-pod"))
-		if err != nil || !res.Held {
-			t.Fatalf("Delete of the next generation = %+v, %v; want held and released", res, err)
-		}
-		if got := len(env.sim.Sandboxes()); got != 0 {
-			t.Errorf("live sandboxes = %d after the delete, want 0", got)
-		}
+		deleteReleases(t, env, e, pipeline.PodRef{Key: "ns/nodisk", UID: "uid-next"})
 	})
+}
+
+// deleteReleases deletes ref's Pod (a bare Pod: release) and checks that
+// the key held a claim and that no VM is left at sandboxd.
+func deleteReleases(t *testing.T, env *simEnv, e *pipeline.Engine, ref pipeline.PodRef) {
+	t.Helper()
+	res, err := e.Delete(context.Background(), ref, verdict(true, "bare-pod"))
+	if err != nil || !res.Held {
+		t.Fatalf("Delete(%s, %s) = %+v, %v; want held and released", ref.Key, ref.UID, res, err)
+	}
+	if got := len(env.sim.Sandboxes()); got != 0 {
+		t.Errorf("live sandboxes = %d after the delete, want 0", got)
+	}
 }
