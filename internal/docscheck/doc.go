@@ -33,6 +33,17 @@
 //   - TestXxx, BenchmarkXxx, FuzzXxx or ExampleXxx, bare or followed by
 //     /subtest: a function of that name must exist in a _test.go file.
 //
+// A code span naming a Go file ("`pipeline/claim.go`", or a link whose
+// text it is) must exist when its directory is one of the module's, except
+// on bench/HISTORY.md, whose runs cite the tree as it was. When the file
+// is the module's, the code spans that follow it on its line, separated by
+// spaces, commas, "and" or "or", name what that file declares: Name a
+// top-level declaration or a method or field of a type declared there,
+// Type.Member a method of Type declared there or a field of Type if Type
+// is declared there. So "`pipeline/claim.go` `Engine.reconcile`" fails
+// once reconcile moves to another file. A list that changes files says so
+// with the next file ("`A` in `x.go`, read by `B` in `y.go`").
+//
 // Anything else is not checked: flags (`--node-name`), paths
 // (`pool/store`), JSON and YAML fields (`spec.nodeName`,
 // `serviceMonitor.enabled`), lower-case pkg.name forms (span names such as

@@ -55,6 +55,21 @@ func TestDocsGoIdentifiersResolve(t *testing.T) {
 	report(t, CheckCommentPaths(root, ix))
 }
 
+// What a page cites right after a Go file of the module is declared in
+// that file, so a function that moved to another file takes its citation
+// with it.
+func TestDocsCiteEachIdentifierInItsFile(t *testing.T) {
+	pages, ix := load(t)
+	findings, checked, err := CheckFileCitations(root, pages, ix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report(t, findings)
+	if checked < 80 {
+		t.Errorf("only %d identifiers were read after a Go file: has the rule (doc.go) broken?", checked)
+	}
+}
+
 // Slug makes the anchors GitHub makes: lower case, spaces to '-',
 // punctuation dropped, a link's or a code span's text kept.
 func TestSlugFollowsGitHubRules(t *testing.T) {
@@ -100,6 +115,27 @@ func TestTheRuleTellsGoIdentifiersFromOtherSpans(t *testing.T) {
 		checked, what := ix.Resolve(span)
 		if checked != want.checked || (what == "") != want.resolves {
 			t.Errorf("Resolve(%q) = checked %v, %q; want checked %v, resolves %v", span, checked, what, want.checked, want.resolves)
+		}
+	}
+}
+
+// An identifier cited after a Go file is looked up in that file: a method
+// that moved to another file is reported, a list that names its next file
+// is read against that file.
+func TestFileCitationsReadTheFileTheyName(t *testing.T) {
+	_, ix := load(t)
+	for line, want := range map[string]int{
+		"[`pipeline/claim.go`](../pipeline/claim.go) `Engine.reconcile`":                           0,
+		"`pipeline/claim.go` `reconcile`, `Engine.ownerMatches` and `Engine.reconcile`":            0,
+		"`pipeline/claim.go` `Engine.delete`":                                                      1, // in delete.go
+		"`pipeline/types.go` `Verdict.FromOwner`, read by `Engine.delete` in `pipeline/delete.go`": 0,
+		"`pipeline/types.go` `Verdict`, `Engine.delete`":                                           1,
+		"`pipeline/gone.go` `Engine.delete`":                                                       1, // no such file
+		"`node/nodeutil/controller.go` `nodeutil.Node.runHTTP`":                                    0, // another module's
+	} {
+		got, _ := ix.fileCitations(&page{rel: "docs/x.md", lines: []string{line}})
+		if len(got) != want {
+			t.Errorf("%s: %d findings %v, want %d", line, len(got), got, want)
 		}
 	}
 }

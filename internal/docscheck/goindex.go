@@ -25,6 +25,12 @@ type Index struct {
 	// literals: the string literals of the module's non-test code (span
 	// names, attribute keys), which a dotted code span may quote.
 	literals map[string]bool
+	// files: a Go file (slash path from the root) -> what it declares:
+	// "Name" for a top-level name, "Type.Member" and ".Member" for a
+	// method, and for a field of a type it declares.
+	files map[string]map[string]bool
+	// dirs: the module's directories that hold Go files.
+	dirs map[string]bool
 	// imports: the names the module's files import packages under
 	// (virtual-kubelet's node, client-go's rest, ...).
 	imports map[string]bool
@@ -49,6 +55,8 @@ func LoadIndex(root string) (*Index, error) {
 		tests:    map[string]bool{},
 		literals: map[string]bool{},
 		imports:  map[string]bool{},
+		files:    map[string]map[string]bool{},
+		dirs:     map[string]bool{},
 	}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -83,6 +91,9 @@ func hasGoMod(dir string) bool {
 
 func (ix *Index) add(fset *token.FileSet, rel string, f *ast.File, test bool) {
 	pkg := strings.TrimSuffix(f.Name.Name, "_test")
+	declared := map[string]bool{}
+	ix.files[rel] = declared
+	ix.dirs[path.Dir(rel)] = true
 	if ix.decls[pkg] == nil {
 		ix.decls[pkg] = map[string]bool{}
 		ix.types[pkg] = map[string]*typeInfo{}
@@ -100,6 +111,7 @@ func (ix *Index) add(fset *token.FileSet, rel string, f *ast.File, test bool) {
 		switch d := decl.(type) {
 		case *ast.FuncDecl:
 			if d.Recv == nil {
+				declared[d.Name.Name] = true
 				ix.decls[pkg][d.Name.Name] = true
 				if test && isTestName(d.Name.Name) {
 					ix.tests[d.Name.Name] = true
@@ -107,16 +119,24 @@ func (ix *Index) add(fset *token.FileSet, rel string, f *ast.File, test bool) {
 				continue
 			}
 			if len(d.Recv.List) > 0 {
-				ix.typ(pkg, recvName(d.Recv.List[0].Type)).members[d.Name.Name] = true
+				recv := recvName(d.Recv.List[0].Type)
+				declared[recv+"."+d.Name.Name] = true
+				declared["."+d.Name.Name] = true
+				ix.typ(pkg, recv).members[d.Name.Name] = true
 			}
 		case *ast.GenDecl:
 			for _, spec := range d.Specs {
 				switch s := spec.(type) {
 				case *ast.TypeSpec:
+					declared[s.Name.Name] = true
 					ix.decls[pkg][s.Name.Name] = true
-					ix.addType(ix.typ(pkg, s.Name.Name), s.Type)
+					for _, m := range ix.addType(ix.typ(pkg, s.Name.Name), s.Type) {
+						declared[s.Name.Name+"."+m] = true
+						declared["."+m] = true
+					}
 				case *ast.ValueSpec:
 					for _, n := range s.Names {
+						declared[n.Name] = true
 						ix.decls[pkg][n.Name] = true
 					}
 				}
@@ -153,8 +173,9 @@ func (ix *Index) typ(pkg, name string) *typeInfo {
 }
 
 // addType records a struct's fields and embedded types, or an
-// interface's methods and embedded interfaces.
-func (ix *Index) addType(t *typeInfo, expr ast.Expr) {
+// interface's methods and embedded interfaces, and returns the names it
+// declares (an embedded type's too: it is a field).
+func (ix *Index) addType(t *typeInfo, expr ast.Expr) []string {
 	var fields *ast.FieldList
 	switch e := expr.(type) {
 	case *ast.StructType:
@@ -162,16 +183,20 @@ func (ix *Index) addType(t *typeInfo, expr ast.Expr) {
 	case *ast.InterfaceType:
 		fields = e.Methods
 	default:
-		return
+		return nil
 	}
+	var names []string
 	for _, f := range fields.List {
 		if len(f.Names) == 0 {
 			t.embeds = append(t.embeds, recvName(f.Type))
+			names = append(names, recvName(f.Type))
 		}
 		for _, n := range f.Names {
 			t.members[n.Name] = true
+			names = append(names, n.Name)
 		}
 	}
+	return names
 }
 
 // recvName is the bare type name of a receiver or embedded field:
