@@ -62,7 +62,7 @@ type Authorizer struct {
 
 var ownerTracer = otel.Tracer(telemetry.TracerName)
 
-// Authorize implements the 7-row table of docs/pod-contract.md ("Delete
+// Authorize implements the table of docs/pod-contract.md ("Delete
 // authorization") for a deleted Pod's controller owner.
 func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Verdict {
 	owner := metav1.GetControllerOf(pod)

@@ -58,7 +58,9 @@ func fakeDyn(objs ...*unstructured.Unstructured) *dynamicfake.FakeDynamicClient 
 	return d
 }
 
-// The seven rows of the delete authorization table (docs/pod-contract.md).
+// The rows of the delete authorization table (docs/pod-contract.md) that a
+// Pod's own ownerReference reaches; TestRecordedOwnerIsAskedWithTheDeleteTable
+// has those of a claim's recorded owner (owner-unnamed, owner-unknown).
 func TestDeleteAuthorizationTable(t *testing.T) {
 	ctx := context.Background()
 	check := func(name string, a *Authorizer, pod *corev1.Pod, release bool, reason string) {

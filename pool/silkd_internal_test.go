@@ -38,7 +38,7 @@ func TestAgentConnRefusesFramesPastTheCap(t *testing.T) {
 
 // BenchmarkAgentConnRecvStdout is the node's cost of one 32 KiB stdout
 // frame (JSON, base64 data) read off the agent relay: the bound of exec's
-// output throughput on a node (bench/README.md, "Interactive").
+// output throughput on a node (bench/HISTORY.md, "Interactive").
 func BenchmarkAgentConnRecvStdout(b *testing.B) {
 	line, err := json.Marshal(AgentFrame{Type: "stdout", Data: make([]byte, StdinChunk)})
 	if err != nil {

@@ -69,7 +69,7 @@ func median(xs []float64) float64 {
 	return s[(len(s)-1)/2]
 }
 
-// printTable writes the results as the Markdown table of bench/README.md:
+// printTable writes the results as the Markdown table of bench/HISTORY.md:
 // exec beside port-forward, and their ratio.
 func printTable(w io.Writer, rep report) {
 	fmt.Fprintf(w, "\n%d round trips of each kind, %d MiB × %d, load average %s → %s\n\n",

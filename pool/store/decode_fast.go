@@ -22,7 +22,7 @@ func decodeBody(body []byte, rec *record) error {
 }
 
 // fastDecodeOn is false only in BenchmarkRestart's decode=json, which
-// shows what the fast path earns (bench/README.md).
+// shows what the fast path earns (bench/HISTORY.md).
 var fastDecodeOn = true
 
 // fastDecode parses

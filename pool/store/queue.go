@@ -132,7 +132,7 @@ var gatherOn = true
 // row, so an idle store pays two yields per commit, and it never sleeps.
 //
 // BenchmarkCommit's gather=off turns it off (gatherOn), to show what it
-// earns at node scale (bench/README.md).
+// earns at node scale (bench/HISTORY.md).
 func (q *queue) gather(woken int) {
 	target := q.len() + woken
 	still := 0
