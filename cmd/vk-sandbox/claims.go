@@ -20,7 +20,11 @@ import (
 // operator's read-only view of a state file: it takes no lock (a running
 // daemon keeps its own), writes nothing, and never prints a token. Damage
 // is reported with its place, and a file that cannot be read is an error,
-// never an empty list. Salvage writes a new file and never the old one.
+// never an empty list. Exit status: 0 the file is whole and listed; 1 it
+// cannot be read, or startup would refuse it; 2 a usage error; 3
+// (exitDamaged) its tail is damaged, so the listing misses what salvage
+// may recover. Salvage writes a new file and never the old one, and holds
+// the old one's lock while it runs: a file a live daemon holds is refused.
 // Flags may come before or after the word salvage.
 func claimsCommand(args []string, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("vk-sandbox claims", flag.ContinueOnError)
@@ -67,13 +71,39 @@ func claimsCommand(args []string, out, errOut io.Writer) int {
 	r, err := store.Inspect(*path)
 	if err != nil {
 		fmt.Fprintf(errOut, "vk-sandbox claims: %v\n", err)
+		printCuts(errOut, r.Cuts)
 		return 1
 	}
 	if *asJSON {
-		return printClaimsJSON(out, errOut, r)
+		if rc := printClaimsJSON(out, errOut, r); rc != 0 {
+			return rc
+		}
+	} else {
+		printClaimsTable(out, r, time.Now())
+		printCuts(out, r.Cuts)
 	}
-	printClaimsTable(out, r, time.Now())
+	if t := r.Torn; t != nil {
+		// Never "0 claims" and exit 0 for a damaged file: the uninstall
+		// procedure (docs/install.md) deletes state on that word, and the
+		// damaged tail may hold a release token.
+		fmt.Fprintf(errOut, "vk-sandbox claims: %s: damaged: salvage first: a damaged tail of %d bytes at byte offset %d (line %d to the end, %d bytes in all): %s; the listing holds only what precedes it (docs/state-file.md)\n",
+			*path, t.Size-t.Offset, t.Offset, t.Line, t.Size, t.Reason)
+		return exitDamaged
+	}
 	return 0
+}
+
+// exitDamaged is the exit status of `vk-sandbox claims` for a file whose
+// tail is damaged (docs/install.md lists every status).
+const exitDamaged = 3
+
+// printCuts names the cut files kept beside the state file: what earlier
+// startup repairs cut from it, which salvage can read.
+func printCuts(w io.Writer, cuts []store.CutFile) {
+	for _, c := range cuts {
+		fmt.Fprintf(w, "cut file kept by a startup repair: %s (%d bytes); read it with vk-sandbox claims salvage --state-path %s --out NEW (docs/state-file.md)\n",
+			c.Path, c.Size, c.Path)
+	}
 }
 
 // parseInterleaved parses flags anywhere among args and returns the other
@@ -107,11 +137,11 @@ func salvageCommand(src, dst string, out, errOut io.Writer) int {
 		fmt.Fprintln(out, "every line was kept")
 		return 0
 	}
-	fmt.Fprintf(out, "%d lines could not be kept:\n", len(rep.Lost))
+	fmt.Fprintf(out, "%d lines could not be kept (their bytes stay in %s at these places):\n", len(rep.Lost), src)
 	for _, l := range rep.Lost {
 		fmt.Fprintf(out, "  line %d (byte offset %d): %s", l.Line, l.Offset, l.Reason)
 		if l.Key != "" {
-			fmt.Fprintf(out, " [key %s", l.Key)
+			fmt.Fprintf(out, " [%s key %s", l.Op, l.Key)
 			if l.ID != "" {
 				fmt.Fprintf(out, ", sandbox %s", l.ID)
 			}
@@ -161,8 +191,9 @@ func printClaimsJSON(out, errOut io.Writer, r store.Report) int {
 		Version   int             `json:"version"`
 		Reference bool            `json:"reference,omitempty"`
 		Torn      *store.TornTail `json:"tornTail,omitempty"`
+		Cuts      []store.CutFile `json:"cutFiles,omitempty"`
 		Claims    []claimRow      `json:"claims"`
-	}{r.Version, r.Reference, r.Torn, rowsOf(r)}
+	}{r.Version, r.Reference, r.Torn, r.Cuts, rowsOf(r)}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(doc); err != nil {
@@ -192,13 +223,15 @@ func printClaimsTable(out io.Writer, r store.Report, now time.Time) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, c.ID, c.PodUID, owner, c.Deadline.UTC().Format(time.RFC3339), age)
 	}
 	_ = w.Flush()
+	if t := r.Torn; t != nil {
+		fmt.Fprintf(out, "%d claims before a damaged tail; format version %d\n", len(r.Rows), r.Version)
+		fmt.Fprintf(out, "damaged: salvage first: %d bytes at byte offset %d (line %d to the end of %d bytes): %s; %d lines in it; the next start cuts them into a cut file\n",
+			t.Size-t.Offset, t.Offset, t.Line, t.Size, t.Reason, t.Records)
+		return
+	}
 	fmt.Fprintf(out, "%d claims; format version %d", len(r.Rows), r.Version)
 	if r.Reference {
 		fmt.Fprint(out, " (a JSON claims document, migrated at the next start)")
 	}
 	fmt.Fprintln(out)
-	if t := r.Torn; t != nil {
-		fmt.Fprintf(out, "torn tail from line %d (byte %d of %d): %s; %d unacknowledged records, dropped at the next start\n",
-			t.Line, t.Offset, t.Size, t.Reason, t.Records)
-	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -196,5 +198,130 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		if _, err := parseFlags(args); err == nil || !strings.Contains(err.Error(), "unknown command or argument") {
 			t.Errorf("daemon %q: %v, want an unknown-word error", args, err)
 		}
+	}
+}
+
+// putClaims commits one group per key to a new state file at path and
+// closes it.
+func putClaims(t *testing.T, path string, ops ...store.Op) {
+	t.Helper()
+	s, err := store.Open(path, store.Options{UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		if err := s.Apply(context.Background(), op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testOp(key string) store.Op {
+	now := time.Now().UTC().Truncate(time.Second)
+	return store.Op{Key: key, Claim: store.Claim{ID: "sb-" + key, Token: "sandbox-token-do-not-print-" + key, PodUID: "u", ClaimedAt: now, Deadline: now}}
+}
+
+// A file with a damaged tail is never "0 claims" with exit 0 (the
+// uninstall guide deletes state on that word): `vk-sandbox claims` exits 3
+// and says "damaged: salvage first" with the tail's offset and size. Once a
+// start has cut the tail, the listing is whole again (exit 0) and names
+// the cut file.
+func TestClaimsSaysDamagedSalvageFirstForATornTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "claims.json")
+	putClaims(t, path, testOp("ns/a"))
+	data, _ := os.ReadFile(path)
+	tail := []byte(`{"crc":"12345678","rec":{"op":"put","key":"ns/b","claim":{"id":"sb-ns/b","tok`)
+	if err := os.WriteFile(path, append(data, tail...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--state-path", path}, {"--state-path", path, "--json"}} {
+		var out, errOut bytes.Buffer
+		rc := claimsCommand(args, &out, &errOut)
+		msg := errOut.String()
+		want := fmt.Sprintf("damaged: salvage first: a damaged tail of %d bytes at byte offset %d", len(tail), len(data))
+		if rc != exitDamaged || !strings.Contains(msg, want) || strings.Contains(out.String(), "1 claims;") {
+			t.Errorf("claims %q on a torn file: rc %d, stdout %q, stderr %q; want %d and %q", args, rc, out.String(), msg, exitDamaged, want)
+		}
+	}
+
+	s, err := store.Open(path, store.Options{UnsafeNoFsync: true}) // the startup repair cuts the tail
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cuts := store.CutFiles(path)
+	if len(cuts) != 1 {
+		t.Fatalf("cut files after a start: %+v", cuts)
+	}
+	var out, errOut bytes.Buffer
+	if rc := claimsCommand([]string{"--state-path", path}, &out, &errOut); rc != 0 ||
+		!strings.Contains(out.String(), "1 claims; format version 2") || !strings.Contains(out.String(), "cut file kept by a startup repair: "+cuts[0].Path) {
+		t.Errorf("claims after the repair: rc %d, %q, %q; want 0, 1 claim and the cut file named", rc, out.String(), errOut.String())
+	}
+}
+
+// salvage-replays-stale-log, through the command: a whole group of an
+// older log in the torn tail, whose del would drop the acknowledged claim
+// ns/a, is reported by key and not applied; the new file keeps ns/a.
+func TestClaimsSalvageNeverReplaysAStaleGroupOfAnOlderLog(t *testing.T) {
+	dir := t.TempDir()
+	path, older := filepath.Join(dir, "claims.json"), filepath.Join(dir, "older.json")
+	putClaims(t, path, testOp("ns/a"), testOp("ns/b"))
+	putClaims(t, older, testOp("ns/a"), store.Op{Key: "ns/a", Delete: true})
+	data, _ := os.ReadFile(path)
+	old, _ := os.ReadFile(older)
+	lines := bytes.SplitAfter(old, []byte("\n"))
+	stale := bytes.Join(lines[len(lines)-3:], nil) // del ns/a, its marker (and the empty remainder)
+	if err := os.WriteFile(path, append(data, stale...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "salvaged.json")
+	var out, errOut bytes.Buffer
+	if rc := claimsCommand([]string{"salvage", "--state-path", path, "--out", dst}, &out, &errOut); rc != 0 {
+		t.Fatalf("salvage: rc %d: %s", rc, errOut.String())
+	}
+	report := out.String()
+	for _, want := range []string{"2 claims kept", "does not verify against this file's salt", "[del key ns/a]"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("salvage report lacks %q:\n%s", want, report)
+		}
+	}
+	s, err := store.Open(dst, store.Options{UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if c, ok := s.Get("ns/a"); !ok || c.Token != testOp("ns/a").Claim.Token {
+		t.Errorf("ns/a in the salvaged file: %+v, %v; want it with its token", c, ok)
+	}
+}
+
+// salvage-live-file, through the command: salvage of a file a live store
+// holds exits 1 saying to stop the service, makes no new file and leaves
+// the source alone.
+func TestClaimsSalvageRefusesALiveFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "claims.json")
+	putClaims(t, path, testOp("ns/a"))
+	before, _ := os.ReadFile(path)
+	s, err := store.Open(path, store.Options{UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dst := filepath.Join(dir, "salvaged.json")
+	var out, errOut bytes.Buffer
+	rc := claimsCommand([]string{"salvage", "--state-path", path, "--out", dst}, &out, &errOut)
+	if msg := errOut.String(); rc != 1 || !strings.Contains(msg, "is in use") || !strings.Contains(msg, "stop the service first") {
+		t.Errorf("salvage of a live file: rc %d, %q; want 1, in use, stop the service", rc, msg)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused salvage made %s: %v", dst, err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Error("a refused salvage changed the source")
 	}
 }

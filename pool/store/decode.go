@@ -32,6 +32,7 @@ func (e *CorruptError) Error() string {
 type tornTail struct {
 	offset  int64 // truncate to this length: the end of the last whole record (v1) or committed group (v2)
 	size    int64 // file size as found
+	header  int64 // version 2: the format header's length, copied into the cut file (keepCut); 0 for version 1
 	line    int
 	reason  string
 	records int // lines dropped

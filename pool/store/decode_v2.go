@@ -50,7 +50,7 @@ func decodeGroups(path string, br *bufio.Reader, salt uint64, hdr int) (*loaded,
 		if g.bad != nil {
 			reason = g.bad.reason
 		}
-		ld.torn = &tornTail{offset: g.start, size: off, line: g.line, reason: reason, records: g.lines}
+		ld.torn = &tornTail{offset: g.start, size: off, header: int64(hdr), line: g.line, reason: reason, records: g.lines}
 	}
 	return ld, nil
 }

@@ -129,7 +129,11 @@ be the group that was being written when the machine stopped, which was
 never acknowledged (the writer acknowledges a group after its fsync, and
 writes the next one after that), so Open truncates the file back to the end
 of the last committed group, fsyncs it and logs the offset and the number of
-bytes dropped (not the bytes: they may hold a token). A file whose first
+bytes dropped (not the bytes: they may hold a token). Before the truncate it
+copies the format header and the cut bytes into a new cut file beside the
+state file (claims.json.cut-<UTC time>-<n>, 0600, never overwritten), and
+fsyncs it and the directory, so a crash between the two keeps the bytes;
+Salvage reads a cut file, and CutFiles lists them. A file whose first
 line is damaged and that holds nothing whole after it (a header torn before
 its first fsync) is an empty table.
 

@@ -10,6 +10,9 @@ type Report struct {
 	// Torn describes a damaged end that Open would truncate: the commits in
 	// it were never acknowledged. Nil when the file ends whole.
 	Torn *TornTail
+	// Cuts are the cut files kept beside the file by earlier startup
+	// repairs (see CutFiles), oldest first.
+	Cuts []CutFile
 }
 
 // TornTail is a damaged end of the log.
@@ -23,13 +26,13 @@ type TornTail struct {
 
 // Inspect reads path as Open would, without opening a Store. Damage that
 // Open would refuse is returned as a *CorruptError naming the file, line
-// and offset.
+// and offset (the Report then holds only Cuts).
 func Inspect(path string) (Report, error) {
 	l, err := load(path)
 	if err != nil {
-		return Report{}, err
+		return Report{Cuts: CutFiles(path)}, err
 	}
-	r := Report{Rows: make(map[string]Claim, len(l.rows)), Version: l.version, Reference: l.reference}
+	r := Report{Rows: make(map[string]Claim, len(l.rows)), Version: l.version, Reference: l.reference, Cuts: CutFiles(path)}
 	for k, row := range l.rows {
 		r.Rows[k] = row.claim
 	}

@@ -25,14 +25,32 @@ func lockFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("store: %s: open lock file: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("store: %s is in use: another process (or another open Store) holds the lock on %s: %w", path, lp, err)
+			holder := "another process (or another open Store)"
+			if h := lockHolder(f); h != "" {
+				holder = h
+			}
+			return nil, &LockedError{Path: path, Lock: lp, Holder: holder, Err: err}
 		}
 		return nil, fmt.Errorf("store: %s: flock %s: %w", path, lp, err)
 	}
 	return f, nil
 }
+
+// LockedError is the error for a state file whose lock another holder has:
+// a running vk-sandbox (or another Store, or a salvage) uses the file.
+type LockedError struct {
+	Path, Lock string
+	Holder     string // "pid 1234 (vk-sandbox)" when /proc/locks tells, else a description
+	Err        error
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("store: %s is in use: %s holds the lock on %s: %v", e.Path, e.Holder, e.Lock, e.Err)
+}
+
+func (e *LockedError) Unwrap() error { return e.Err }
 
 func unlockFile(f *os.File) error {
 	err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)

@@ -1,12 +1,11 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"path/filepath"
 )
 
 // SalvageReport is what Salvage kept and what it could not keep. It names
@@ -23,6 +22,7 @@ type SalvageLoss struct {
 	Line   int
 	Offset int64
 	Reason string
+	Op     string // the record's op (put or del), when the line is whole
 	Key    string // the record's Pod key, when the line is whole
 	ID     string // the record's sandbox ID, for a whole put
 }
@@ -31,19 +31,35 @@ type SalvageLoss struct {
 // compaction bounds its groups.
 const salvageGroup = snapshotGroup
 
-// Salvage reads the state file src, keeps every record whose own checksum
-// verifies, and writes the resulting table to dst, a new file, through the
-// store's normal write path (Open, Apply, Close: fsynced, mode 0600). It
-// never writes to src, and refuses a dst that exists.
+// Salvage reads the state file src, keeps the records that verify, and
+// writes the resulting table to dst, a new file, through the store's normal
+// write path (Open, Apply, Close: fsynced, mode 0600). It never writes to
+// src, and refuses a dst that exists.
 //
-// The rule is per record, not per group, so damage in the middle of a log
-// costs only the damaged lines: the records of a group whose marker no
-// longer matches are kept when each verifies and a commit marker follows
-// them. Records after the last commit marker of a version 2 log were never
-// acknowledged (the torn tail Open drops) and are reported, not kept. A
-// version 1 log has no markers: every whole record counts. A reference
-// document is kept whole if it parses and refused if it does not.
+// It holds src's lock (the one Open takes) for its whole run, taken without
+// waiting: a live vk-sandbox goes on acknowledging claims into src, and
+// each of them would be missing from dst. So a locked src is refused with a
+// *LockedError naming the holder when /proc/locks tells. A cut file
+// (CutFiles) takes no lock: no store opens it and nothing writes it again.
+//
+// A version 2 log is replayed group by group, as Open does, but damage
+// does not stop it: the records of a group count only when the group's
+// commit marker verifies against this file's salt (its sum, seeded with the
+// salt of the file's header, over the len bytes before it, holding n
+// lines), wherever the group lies. Every other whole record is reported,
+// never applied: one in a group whose marker does not verify (a damaged
+// group, or a stale group of an older log that a power cut left under a
+// torn tail, whose del records would drop acknowledged claims), one after
+// the last marker (never acknowledged: the torn tail Open drops), and
+// every record when the header is damaged, since no marker can then be
+// verified. A version 1 log has no markers: every whole record counts. A
+// reference document is kept whole if it parses and refused if it does not.
 func Salvage(src, dst string, o Options) (SalvageReport, error) {
+	unlock, err := salvageLock(src)
+	if err != nil {
+		return SalvageReport{}, err
+	}
+	defer unlock()
 	rows, rep, err := salvageRead(src)
 	if err != nil {
 		return rep, err
@@ -91,111 +107,22 @@ func Salvage(src, dst string, o Options) (SalvageReport, error) {
 	return rep, nil
 }
 
-// salvageRead replays src by the salvage rule (see Salvage).
-func salvageRead(src string) (map[string]Claim, SalvageReport, error) {
-	var rep SalvageReport
-	f, err := os.Open(src)
-	if err != nil {
-		return nil, rep, fmt.Errorf("store: salvage: %w", err)
+// salvageLock takes src's lock for the salvage (see Salvage) and returns
+// its release.
+func salvageLock(src string) (func(), error) {
+	if _, err := os.Stat(src); err != nil {
+		return nil, fmt.Errorf("store: salvage: %w", err)
 	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
-	head, err := br.Peek(len(framePrefix))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, rep, fmt.Errorf("store: salvage: %s: read: %w", src, err)
+	if isCutFile(src) {
+		return func() {}, nil
 	}
-	if len(head) > 0 && !looksLikeLog(head) {
-		data, err := io.ReadAll(br)
-		if err != nil {
-			return nil, rep, fmt.Errorf("store: salvage: %s: read: %w", src, err)
-		}
-		ref, err := decodeReference(src, data)
-		if err != nil {
-			return nil, rep, err
-		}
-		out := make(map[string]Claim, len(ref))
-		for k, r := range ref {
-			out[k] = r.claim
-		}
-		rep.Records = len(out)
-		return out, rep, nil
+	lock, err := lockFile(filepath.Clean(src))
+	var le *LockedError
+	switch {
+	case errors.As(err, &le):
+		return nil, fmt.Errorf("store: salvage refused: %w; a live vk-sandbox uses this file, and every claim it acknowledges after the salvage would be lost: stop the service first (docs/install.md), then salvage", err)
+	case err != nil:
+		return nil, fmt.Errorf("store: salvage: %w", err)
 	}
-
-	rows := map[string]Claim{}
-	type pending struct {
-		rec  record
-		off  int64
-		line int
-	}
-	var (
-		group []pending // whole records since the last commit marker
-		acc   []byte
-		off   int64
-		line  int
-	)
-	apply := func() {
-		for _, p := range group {
-			if p.rec.Op == opDel {
-				delete(rows, p.rec.Key)
-			} else {
-				rows[p.rec.Key] = *p.rec.Claim
-			}
-		}
-		rep.Records += len(group)
-		group = group[:0]
-	}
-	lose := func(off int64, line int, reason string, rec *record) {
-		l := SalvageLoss{Line: line, Offset: off, Reason: reason}
-		if rec != nil {
-			l.Key = rec.Key
-			if rec.Claim != nil {
-				l.ID = rec.Claim.ID
-			}
-		}
-		rep.Lost = append(rep.Lost, l)
-	}
-	rep.Version = 1
-	for {
-		b, rerr := readLine(br, &acc)
-		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return nil, rep, fmt.Errorf("store: salvage: %s: read at byte offset %d: %w", src, off, rerr)
-		}
-		if len(b) == 0 {
-			break
-		}
-		line++
-		rec, perr := parseLine(b)
-		switch {
-		case perr != nil:
-			var whole *record
-			if !isFrameError(perr) {
-				whole = &rec
-			}
-			lose(off, line, perr.Error(), whole)
-		case rec.Op == opFormat && line == 1:
-			if rec.Version != formatVersion {
-				return nil, rep, &CorruptError{Path: src, Line: 1,
-					Reason: "log format version " + itoa(rec.Version) + " is not supported by this binary (written by a newer version?)"}
-			}
-			rep.Version = formatVersion
-		case rec.Op == opFormat:
-			lose(off, line, "a second format header", nil)
-		case rec.Op == opCommit:
-			rep.Version = formatVersion
-			apply()
-		default:
-			group = append(group, pending{rec: rec, off: off, line: line})
-		}
-		off += int64(len(b))
-		if rerr != nil {
-			break
-		}
-	}
-	if rep.Version == 1 {
-		apply()
-	}
-	for _, p := range group {
-		lose(p.off, p.line, "after the last commit marker: never acknowledged", &p.rec)
-	}
-	return rows, rep, nil
+	return func() { _ = unlockFile(lock) }, nil
 }

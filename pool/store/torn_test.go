@@ -103,6 +103,22 @@ func TestAnySubsetOfTheLastGroupsSectorsLosesNothingAcknowledged(t *testing.T) {
 			torn++
 		}
 		checkTable(t, s, want)
+		// What the repair cut is kept behind the header, byte for byte (and
+		// removed here, so the directory stays small).
+		cuts := CutFiles(path)
+		if len(img) > wantSize {
+			if len(cuts) != 1 {
+				t.Fatalf("%s: cut files %+v, want one", what, cuts)
+			}
+			if got, _ := os.ReadFile(cuts[0].Path); !bytes.Equal(got, append(full[:ends[0]:ends[0]], img[wantSize:]...)) {
+				t.Fatalf("%s: the cut file does not hold the header and the cut bytes", what)
+			}
+			if err := os.Remove(cuts[0].Path); err != nil {
+				t.Fatal(err)
+			}
+		} else if len(cuts) != 0 {
+			t.Fatalf("%s: cut files %+v of a file with nothing to cut", what, cuts)
+		}
 		if iters%64 == 0 { // the recovered log takes appends and reloads
 			if err := s.Put(t.Context(), "ns/after", testClaim(9999)); err != nil {
 				t.Fatalf("%s: Put after recovery: %v", what, err)
