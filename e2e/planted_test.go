@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,9 @@ func plantedVM(t *testing.T, n *vkNode, tenant *pool.Client, scrape, ns, name st
 		if strings.Contains(n.vk.Log(), p.Token) {
 			t.Fatal("a planted VM's token is in the node's log")
 		}
+	}
+	if strings.Contains(n.vk.Log(), hex.EncodeToString(n.identity(t).Key)) {
+		t.Fatal("the node key is in the node's log")
 	}
 
 	if owned {
