@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/hex"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // Another client of the node's sandboxd claims VMs under the claim_refs a
@@ -112,5 +114,55 @@ func plantedVM(t *testing.T, n *vkNode, tenant *pool.Client, scrape, ns, name st
 	}
 	if got := n.counter("release") - releases; got != 1 {
 		t.Errorf("%d releases, want 1 (the Pod's own VM only)", got)
+	}
+}
+
+// The binary makes its node key at the first start and reads the same key
+// back on a restart: the same Pod key gets the same claim_ref. A damaged
+// key stops it at startup with an error that says to restore the backup,
+// and the file is left as it was (never replaced, never logged).
+func TestTheNodeKeyIsKeptAcrossRestartsAndADamagedOneStopsTheNode(t *testing.T) {
+	n := startNode(t, sim.Config{})
+	key := store.NodeKeyPath(n.state)
+	fi, err := os.Stat(key)
+	if err != nil {
+		t.Fatalf("no node key after the first start: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("node.key mode %v, want 0600", fi.Mode().Perm())
+	}
+	before := n.identity(t)
+	n.restart()
+	if after := n.identity(t); after.ClaimRef("ns/x") != before.ClaimRef("ns/x") {
+		t.Fatal("a restart changed the node's claim_ref for the same Pod key")
+	}
+	ns := newNamespace(t)
+	createPod(t, sandboxPod(ns, "kept", n.Name))
+	vm := waitRunning(t, ns, "kept").Annotations[kube.AnnClaimID]
+	for _, s := range n.live() {
+		if s.ID == vm && s.ClaimRef != before.ClaimRef(pipeline.JoinKey(ns, "kept")) {
+			t.Fatalf("the Pod's VM is under claim_ref %q, want the key's marked one", s.ClaimRef)
+		}
+	}
+
+	if err := n.vk.Terminate(); err != nil {
+		t.Fatal(err)
+	}
+	damaged := []byte(hex.EncodeToString(before.Key)[:40] + "\n")
+	if err := os.WriteFile(key, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.start()
+	if err := n.vk.Wait(); err == nil {
+		t.Fatal("the node started with a damaged node key")
+	}
+	if !containsLine(n.vk.Log(), "node key", "malformed", "restore it from the backup") {
+		t.Errorf("the exit does not say the node key is damaged and to restore it: %s", n.vk.Tail(5))
+	}
+	if b, _ := os.ReadFile(key); string(b) != string(damaged) {
+		t.Error("the damaged node key was replaced")
+	}
+	if strings.Contains(n.vk.Log(), hex.EncodeToString(before.Key)) {
+		t.Fatal("the node key is in the node's log")
 	}
 }
