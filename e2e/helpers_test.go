@@ -20,8 +20,10 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 const (
@@ -306,14 +308,26 @@ func (n *vkNode) stateFileHolds(id string) bool {
 	return err == nil && bytes.Contains(b, []byte(id))
 }
 
-// podKeyOf is the Pod key a VM was claimed for: the last two segments of
-// its claim_ref ("vk-sandbox/<node>/<namespace>/<name>").
+// podKeyOf is the Pod key a VM was claimed for: the namespace and name
+// segments of its claim_ref ("vk-sandbox/<node>/<namespace>/<name>/<mark>").
+// It reads the form and checks no mark (see vkNode.identity for that).
 func podKeyOf(s pool.Sandbox) string {
 	parts := strings.Split(s.ClaimRef, "/")
-	if len(parts) < 2 {
+	if len(parts) != 5 {
 		return s.ClaimRef
 	}
-	return parts[len(parts)-2] + "/" + parts[len(parts)-1]
+	return parts[2] + "/" + parts[3]
+}
+
+// identity is how the node marks its claims: its name and the node key it
+// made beside its state file at its first start.
+func (n *vkNode) identity(t *testing.T) pipeline.Identity {
+	t.Helper()
+	key, err := store.ReadNodeKey(n.state)
+	if err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	return pipeline.Identity{Node: n.Name, Key: key}
 }
 
 // runThenOrphan runs a Pod owned by a new Sandbox until it is Running, then

@@ -24,6 +24,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // Lifecycle tests: quarantine (docs/pod-contract.md) and the background
@@ -242,7 +243,7 @@ func TestLifecycleOrphanIsReportedNotReleased(t *testing.T) {
 
 	// A VM this node made (its marks) that no claim holds: a lost claim
 	// answer whose credential could not be recovered.
-	id := pipeline.Identity{Node: n.Name}
+	id := n.identity(t)
 	ghost, err := n.simClient(t).Claim(context.Background(), pool.ClaimRequest{Template: "default", TTLSeconds: 3600,
 		ClaimRef: id.ClaimRef("ghost/x"), Metadata: id.Labels(pipeline.PodRef{Key: "ghost/x", UID: "uid-ghost"})})
 	if err != nil {
@@ -361,7 +362,11 @@ func inventoryMismatch(obj map[string]any, n *vkNode, address string, keys map[s
 	if len(entries) != len(keys) {
 		return fmt.Sprintf("%d entries, want %d (this node's VMs only)", len(entries), len(keys))
 	}
-	id := pipeline.Identity{Node: n.Name}
+	key, err := store.ReadNodeKey(n.state)
+	if err != nil {
+		return err.Error()
+	}
+	id := pipeline.Identity{Node: n.Name, Key: key}
 	for _, e := range entries {
 		m, _ := e.(map[string]any)
 		vm := fmt.Sprint(m["id"])

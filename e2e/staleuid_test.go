@@ -51,11 +51,15 @@ func newStaleRig(t *testing.T) *staleRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	key, err := st.NodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, dyn := clients(t)
 	var eng *pipeline.Engine
 	prov, err := kube.NewProvider(kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: slog.Default(),
 		Engine: func(rep pipeline.Reporter) (kube.Engine, error) {
-			eng, err = pipeline.New(pipeline.Config{Sandboxd: client, Store: st, Reporter: rep})
+			eng, err = pipeline.New(pipeline.Config{NodeKey: key, Sandboxd: client, Store: st, Reporter: rep})
 			return eng, err
 		}})
 	if err != nil {

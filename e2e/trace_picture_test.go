@@ -130,6 +130,10 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	key, err := st.NodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cs, dyn := clients(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tlsCfg, err := kube.KubeletTLS("", "", name, "")
@@ -138,7 +142,7 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 	}
 	d, err := kube.NewDaemon(kube.DaemonConfig{
 		Provider: kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: log, PodClient: cs.CoreV1()},
-		Pipeline: pipeline.Config{Sandboxd: sbx, Store: st, Observer: tel.Metrics, Logger: log},
+		Pipeline: pipeline.Config{NodeKey: key, Sandboxd: sbx, Store: st, Observer: tel.Metrics, Logger: log},
 		Node: kube.NodeOptions{
 			Name: name, ListenAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)), TLS: tlsCfg, Version: "e2e", Client: cs,
 			EventRecorder: &record.FakeRecorder{},

@@ -139,7 +139,7 @@ func (p *profileRun) finalizedAfterGiveUp(t *testing.T) {
 	createPod(t, sandboxPod(ns, "late", n.Name))
 	vm := waitRunning(t, ns, "late").Annotations[kube.AnnClaimID]
 	release()
-	ref := pipeline.Identity{Node: n.Name}.ClaimRef(pipeline.JoinKey(ns, "late"))
+	ref := n.identity(t).ClaimRef(pipeline.JoinKey(ns, "late"))
 	testkit.WaitForCtx(t, waitFor, "the abandoned claim finalized", func(context.Context) (bool, error) {
 		return len(p.vmsOf(ref)) == 2, nil
 	})
@@ -240,7 +240,7 @@ func (p *profileRun) inventory(t *testing.T) {
 // a VM sandboxd no longer has.
 func (p *profileRun) oneVMPerPod(t *testing.T) {
 	t.Helper()
-	id := pipeline.Identity{Node: p.n.Name}
+	id := p.n.identity(t)
 	var extra []string
 	testkit.WaitForCtx(t, waitFor, "one VM per Pod, none leaked", func(context.Context) (bool, error) {
 		held := map[string]bool{}
@@ -250,7 +250,7 @@ func (p *profileRun) oneVMPerPod(t *testing.T) {
 		extra = extra[:0]
 		mine := 0
 		for _, s := range p.n.live() {
-			if _, ok := id.Owns(s); ok {
+			if _, ok := id.Owns(s, true); ok {
 				mine++
 				if !held[s.ID] {
 					extra = append(extra, s.ID)

@@ -39,11 +39,15 @@ func startRestoreNode(t *testing.T, sbx *pool.Client, path string, auth *Authori
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
+	key, err := st.NodeKey()
+	if err != nil {
+		t.Fatalf("NodeKey: %v", err)
+	}
 	n := &restoreNode{st: st, events: record.NewFakeRecorder(64), running: make(chan *corev1.Pod, 8)}
 	n.prov, err = NewProvider(ProviderOptions{Authorizer: auth, Events: n.events, Log: slog.New(slog.DiscardHandler),
 		Engine: func(rep pipeline.Reporter) (Engine, error) {
 			n.eng, err = pipeline.New(pipeline.Config{
-				Node: "restore-node", Shards: 1, Workers: 2,
+				Node: "restore-node", NodeKey: key, Shards: 1, Workers: 2,
 				Sandboxd: sbx, Store: st, Reporter: rep, Owners: auth.RecordedOwner,
 				Logger: slog.New(slog.DiscardHandler), VerifyInterval: 50 * time.Millisecond,
 			})

@@ -31,7 +31,7 @@ func benchClaim(b *testing.B, conc int, fsync, inproc bool) {
 	}
 	st := openStore(b, tempStorePath(b), fsync)
 	rep := &benchReporter{}
-	e := startEngine(b, pipeline.Config{Sandboxd: sbx, Store: st, Reporter: rep, Logger: quiet})
+	e := startEngine(b, pipeline.Config{NodeKey: testKey, Sandboxd: sbx, Store: st, Reporter: rep, Logger: quiet})
 	run := func(prefix string, n int, lats []time.Duration) {
 		var next atomic.Int64
 		var wg sync.WaitGroup

@@ -46,7 +46,7 @@ func BenchmarkDuplicateCreates(b *testing.B) {
 	env := newSim(b, sim.Config{})
 	st := openStore(b, tempStorePath(b), false)
 	rep := &benchReporter{}
-	e := startEngine(b, pipeline.Config{Sandboxd: env.root, Store: st, Reporter: rep, Logger: quiet})
+	e := startEngine(b, pipeline.Config{NodeKey: testKey, Sandboxd: env.root, Store: st, Reporter: rep, Logger: quiet})
 	before := env.count("claim")
 
 	b.ReportAllocs()

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -23,6 +24,11 @@ type Config struct {
 	// Node is this virtual node's name. It goes into every claim's
 	// claim_ref and labels (see Identity). Default "vk-sandboxd".
 	Node string
+	// NodeKey is the node's secret (pool/store.NodeKey), at least
+	// MinNodeKey bytes: it marks every claim this node makes, and a VM
+	// that no row holds is this node's only with its mark (see Identity).
+	// Required; it must stay the same for as long as the state file does.
+	NodeKey []byte
 
 	Sandboxd Sandboxd
 	Store    Store
@@ -90,6 +96,9 @@ var Defaults = Config{
 func (c *Config) defaults() error {
 	if c.Sandboxd == nil || c.Store == nil || c.Reporter == nil {
 		return errors.New("pipeline: Sandboxd, Store and Reporter are required")
+	}
+	if len(c.NodeKey) < MinNodeKey {
+		return fmt.Errorf("pipeline: NodeKey is required (at least %d bytes, got %d)", MinNodeKey, len(c.NodeKey))
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {

@@ -169,7 +169,7 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(c
 	}
 	var ids []string
 	for _, r := range rows {
-		if key, ok := e.id.Owns(r); ok && key == ref.Key {
+		if key, ok := e.owns(r); ok && key == ref.Key {
 			ids = append(ids, r.ID)
 		}
 	}

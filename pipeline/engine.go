@@ -62,7 +62,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	keys := newRecords(cfg.Store, cfg.Clock, cfg.Tombstones)
 	e := &Engine{
-		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: Identity{Node: cfg.Node},
+		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: Identity{Node: cfg.Node, Key: cfg.NodeKey},
 		tracer: otel.Tracer(tracerName),
 		sbx:    cfg.Sandboxd, store: cfg.Store, rep: cfg.Reporter, owners: cfg.Owners,
 		lookups: &lookup{sbx: cfg.Sandboxd},

@@ -110,11 +110,14 @@ func (e *simEnv) client(t testing.TB, token string) *pool.Client {
 
 func (e *simEnv) count(name string) int64 { return e.sim.Counters()[name] }
 
-// testNode is the node name every test engine runs as; testID marks its
-// claims at sandboxd.
+// testNode is the node name every test engine runs as; testKey is its node
+// key and testID marks its claims at sandboxd.
 const testNode = "test-node"
 
-var testID = pipeline.Identity{Node: testNode}
+var (
+	testKey = []byte("test-node-key-0123456789abcdef!!")
+	testID  = pipeline.Identity{Node: testNode, Key: testKey}
+)
 
 // sandboxesFor is the emulator's live index: the VMs the test engine made
 // for a Pod key.
@@ -165,7 +168,7 @@ func (s *faultyStore) Put(ctx context.Context, key string, c store.Claim) error 
 // testConfig is small and fast: few workers, retries in milliseconds.
 func testConfig(sbx pipeline.Sandboxd, st pipeline.Store, rep *reporter) pipeline.Config {
 	return pipeline.Config{
-		Node:   testNode,
+		Node: testNode, NodeKey: testKey,
 		Shards: 2, Workers: 4, QueueDepth: 64,
 		Sandboxd: sbx, Store: st, Reporter: rep, Observer: rep, Logger: quiet,
 		ClaimRetry:     pool.RetryPolicy{InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond},

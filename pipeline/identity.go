@@ -1,6 +1,9 @@
 package pipeline
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -9,24 +12,38 @@ import (
 // Identity marks the claims that this provider makes on this node, so that
 // they can be told apart from every other client of the same sandboxd.
 // sandbox-operator's aggregated apiserver claims on the same node with a
-// bare "<namespace>/<name>" claim_ref; a provider using that form too could
-// recover, adopt or release a VM it never made.
+// bare "<namespace>/<name>" claim_ref, and any client may write any
+// claim_ref and any metadata: a claim_ref of this node's form proves
+// nothing by itself.
 //
-// The claim_ref is the proof, on every sandboxd version: every version
-// keeps and lists it, while claim metadata exists only since V3 and older
-// servers drop it without a word. "vk-sandbox/<node>/<namespace>/<name>"
-// names this provider, this node and the Pod key. The metadata labels
-// (provider, node, Pod UID, controller owner UID) are sent with every claim
-// and are an extra check where the server keeps them: a row whose labels
-// name another provider or node is not ours, whatever its claim_ref.
+// The proof is a mark that only this node can make: the claim_ref is
+// "vk-sandbox/<node>/<namespace>/<name>/<mark>", where mark is
+// HMAC-SHA256 of the node name and the Pod key under the node key (a
+// secret kept beside the state file, pool/store.NodeKey), truncated to 128
+// bits, in hex. It is deterministic per node and key, so a V2+ server's
+// exact ?claim_ref= filter still finds one key's VMs, and it is in the
+// claim_ref because every version keeps and lists that, while metadata
+// exists only since V3. The metadata labels (provider, node, Pod UID,
+// controller owner UID) are sent with every claim and are an extra check
+// where the server keeps them: a row whose labels name another provider or
+// node is not ours, whatever its claim_ref; labels that agree prove
+// nothing. On V4+, where rows carry tenant, a row of some tenant is not
+// ours while this node holds the root token (its claims carry none).
 //
 // Every path that goes looking for VMs no row holds (the startup listing,
-// lost-response recovery, deletes without a row, the orphan audit) takes
-// only VMs that pass Owns. Rows in the state file are held by sandbox id,
-// so rows migrated from the JSON claims document keep working.
+// lost-response recovery, deletes without a row, the orphan audit and its
+// undelivered release) takes only VMs that pass Owns. Rows in the state
+// file are held by sandbox id, so a row proves its VM whatever its
+// claim_ref (rows made before the mark, rows migrated from the JSON
+// claims document).
 type Identity struct {
 	Node string
+	// Key is the node key. Shorter than MinNodeKey, no VM is ever owned.
+	Key []byte
 }
+
+// MinNodeKey is the shortest node key Identity accepts, in bytes.
+const MinNodeKey = 16
 
 // Metadata label keys and the provider's value. Keys are printable ASCII
 // without '=' or '&', within sandboxd's bounds (pool.ValidateMetadata).
@@ -38,10 +55,26 @@ const (
 	ManagedBy      = "vk-sandbox"
 
 	claimRefPrefix = "vk-sandbox/"
+	markBytes      = 16 // the HMAC truncated to 128 bits
 )
 
+// mark is the node's mark for key: hex of the first markBytes of
+// HMAC-SHA256(Key, node NUL key). NUL never occurs in a node name, so no
+// other (node, key) pair has the same input.
+func (id Identity) mark(key PodKey) string {
+	h := hmac.New(sha256.New, id.Key)
+	h.Write([]byte(id.Node))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil)[:markBytes])
+}
+
 // ClaimRef is the claim_ref this node sends for a Pod key.
-func (id Identity) ClaimRef(key PodKey) string { return claimRefPrefix + id.Node + "/" + string(key) }
+func (id Identity) ClaimRef(key PodKey) string {
+	return id.nodePrefix() + string(key) + "/" + id.mark(key)
+}
+
+func (id Identity) nodePrefix() string { return claimRefPrefix + id.Node + "/" }
 
 // Labels are the metadata sent with a claim for ref.
 func (id Identity) Labels(ref PodRef) map[string]string {
@@ -60,18 +93,50 @@ func (id Identity) Selector(key PodKey) pool.ListOptions {
 }
 
 // Owns reports whether this node made the listed VM, and for which Pod key:
-// its claim_ref is this node's, for a well-formed key, and its labels, when
-// the server kept any, do not name another provider or node.
-func (id Identity) Owns(s pool.Sandbox) (key PodKey, ok bool) {
-	k, ok := strings.CutPrefix(s.ClaimRef, claimRefPrefix+id.Node+"/")
-	if !ok || strings.Count(k, "/") != 1 {
+// its claim_ref is this node's for a well-formed key and carries this
+// node's mark for that key; its labels, when the server kept any, do not
+// name another provider or node; and, when the node's token has proved to
+// be the root token (root), it carries no tenant, as the root token's
+// claims carry none. A tenant token lists only its own tenant's rows, so
+// there the server has checked the tenant already; while the token's kind
+// is not known, the mark alone decides.
+func (id Identity) Owns(s pool.Sandbox, root bool) (key PodKey, ok bool) {
+	if len(id.Key) < MinNodeKey {
+		return "", false // no key, no proof: a mark under it could be forged
+	}
+	rest, ok := strings.CutPrefix(s.ClaimRef, id.nodePrefix())
+	if !ok {
 		return "", false
 	}
-	key = PodKey(k)
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 || strings.Count(rest[:i], "/") != 1 {
+		return "", false
+	}
+	key = PodKey(rest[:i])
+	// Constant time: the compare must not tell a prober how much of a
+	// guessed mark was right.
+	if !hmac.Equal([]byte(rest[i+1:]), []byte(id.mark(key))) {
+		return "", false
+	}
 	if len(s.Metadata) > 0 && (s.Metadata[LabelManagedBy] != ManagedBy || s.Metadata[LabelNode] != id.Node) {
 		return "", false
 	}
+	if root && s.Tenant != "" {
+		return "", false // a tenant's claim: this node claims with the root token
+	}
 	return key, true
+}
+
+// LooksLike reports whether a VM's claim_ref has this node's form while
+// Owns refuses it: another client's VM under a look-alike claim_ref (or
+// one of this node's from before the mark, that no row holds). Such a VM is
+// never adopted, recovered or released; it is logged and left to its lease.
+func (id Identity) LooksLike(s pool.Sandbox, root bool) bool {
+	if !strings.HasPrefix(s.ClaimRef, id.nodePrefix()) {
+		return false
+	}
+	_, ok := id.Owns(s, root)
+	return !ok
 }
 
 // ownerGeneration is the controller owner UID a VM was made for, when the
@@ -81,4 +146,22 @@ func ownerGeneration(s pool.Sandbox) (uid string, known bool) {
 		return "", false
 	}
 	return s.Metadata[LabelOwnerUID], true
+}
+
+// owns is Identity.Owns with what this engine's token has proved to be.
+func (e *Engine) owns(s pool.Sandbox) (PodKey, bool) { return e.id.Owns(s, e.rootToken()) }
+
+// rootToken reports whether the node token has proved to be the root
+// token: feature detection found it so, and no root-only call has been
+// refused since. Unknown (detection off or not done) is not root.
+func (e *Engine) rootToken() bool {
+	f, ok := e.sbx.Features()
+	return ok && f.Token == pool.TokenRoot && !e.sbx.Tenant()
+}
+
+// foreign reports whether s is another client's VM under a claim_ref of
+// this node's form (Identity.LooksLike) that no row holds. A VM a row holds
+// is this node's by its id, whatever its claim_ref.
+func (e *Engine) foreign(s pool.Sandbox, held bool) bool {
+	return !held && e.id.LooksLike(s, e.rootToken())
 }

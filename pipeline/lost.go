@@ -32,7 +32,7 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 	var got pool.ClaimResponse
 	var found, unrecoverable bool
 	for _, row := range rows {
-		if key, ok := e.id.Owns(row); !ok || key != ref.Key {
+		if key, ok := e.owns(row); !ok || key != ref.Key {
 			continue
 		}
 		fit := fits(row, it)

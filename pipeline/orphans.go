@@ -20,7 +20,8 @@ type OrphanObserver interface {
 //   - unknown: listed sandboxes that this node made (Identity.Owns) and
 //     that no claim holds (for example a lost claim response whose token
 //     could not be recovered). Other clients' sandboxes on the same
-//     sandboxd are not this node's to report;
+//     sandboxd are not this node's to report; one under a look-alike
+//     claim_ref without this node's mark is logged once as foreign;
 //   - missing: claims whose sandbox is not listed.
 //
 // A failed listing is not an empty list: that cycle is skipped. Each
@@ -40,10 +41,13 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 	obs.OrphanScan(true)
 	listed := make(map[string]string, len(rows)) // id → claim_ref
 	ours := map[string]pool.Sandbox{}
+	var alike []pool.Sandbox // look-alike claim_refs without this node's mark
 	for _, r := range rows {
 		listed[r.ID] = r.ClaimRef
-		if _, ok := e.id.Owns(r); ok {
+		if _, ok := e.owns(r); ok {
 			ours[r.ID] = r
+		} else if e.foreign(r, false) {
+			alike = append(alike, r)
 		}
 	}
 	held := map[string]struct{}{}
@@ -75,6 +79,17 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 		now[v] = true
 		if !seen[v] {
 			e.log.Warn("orphan scan: sandboxd lists a sandbox no claim knows about; it is left to its lease", "sandbox", id, "claim_ref", ref)
+		}
+	}
+	for _, r := range alike {
+		if _, ok := held[r.ID]; ok {
+			continue // a row holds it by id: this node's, from before the mark
+		}
+		v := "foreign/" + r.ID
+		now[v] = true
+		if !seen[v] {
+			e.log.Warn("orphan scan: a sandbox under this node's claim_ref form without this node's mark is another client's; it is not this node's to report or release",
+				"sandbox", r.ID, "claim_ref", r.ClaimRef)
 		}
 	}
 	obs.OrphanVerdicts(unknown, missing)

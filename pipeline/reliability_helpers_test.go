@@ -207,11 +207,11 @@ func (d *downableSim) up(t *testing.T) {
 }
 
 // liveFor is the emulator's live index: the VMs the test engine made for a
-// Pod key.
+// Pod key (by the mark alone: some tests claim with a tenant token).
 func liveFor(s *sim.Server, key pipeline.PodKey) []pool.Sandbox {
 	var out []pool.Sandbox
 	for _, sb := range s.Sandboxes() {
-		if k, ok := testID.Owns(sb); ok && k == key {
+		if k, ok := testID.Owns(sb, false); ok && k == key {
 			out = append(out, sb)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 // key whose transaction is in flight is skipped (tryLock). Without the root
 // token the VM cannot be read or released by id, and it is only reported.
 func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox) bool {
-	key, ok := e.id.Owns(r)
+	key, ok := e.owns(r)
 	if !ok || r.ClaimedAt == nil || e.cfg.Clock.Since(*r.ClaimedAt) < e.cfg.SettleWindow || e.sbx.Tenant() {
 		return false
 	}

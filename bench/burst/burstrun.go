@@ -38,7 +38,8 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 				return failed(err)
 			}
 			defer node.stop()
-			extra = podload.ClaimArgs(node.srv.URL, rootToken, filepath.Join(b.dir, r.Node+".state"))
+			node.state = filepath.Join(b.dir, r.Node+".state")
+			extra = podload.ClaimArgs(node.srv.URL, rootToken, node.state)
 		}
 		nn, err := podload.StartNullNode(ctx, b.nullBin, b.env.Kubeconfig, r.Node, b.o.contentType, filepath.Join(b.dir, r.Node+".log"), extra...)
 		if err != nil {

@@ -30,13 +30,17 @@ func startInProcess(ctx context.Context, cs kubernetes.Interface, rc *rest.Confi
 	if err != nil {
 		return nil, err
 	}
-	v := &vkNode{sim: s, srv: httptest.NewServer(s.Handler()), id: pipeline.Identity{Node: o.name}}
+	v := &vkNode{sim: s, srv: httptest.NewServer(s.Handler()), name: o.name, state: filepath.Join(o.dir, "claims.json")}
 	fail := func(err error) (*vkNode, error) { v.stop(); return nil, err }
 	sbx, err := pool.NewClient(pool.ClientOptions{BaseURL: v.srv.URL, Token: rootToken})
 	if err != nil {
 		return fail(err)
 	}
-	st, err := store.Open(filepath.Join(o.dir, "claims.json"), store.Options{Logger: slog.New(slog.DiscardHandler)})
+	st, err := store.Open(v.state, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fail(err)
+	}
+	key, err := st.NodeKey()
 	if err != nil {
 		return fail(err)
 	}
@@ -51,7 +55,7 @@ func startInProcess(ctx context.Context, cs kubernetes.Interface, rc *rest.Confi
 	log := slog.New(slog.DiscardHandler)
 	d, err := kube.NewDaemon(kube.DaemonConfig{
 		Provider: kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: log, PodClient: cs.CoreV1(), Sandboxd: sbx, NodeName: o.name},
-		Pipeline: pipeline.Config{Node: o.name, QueueDepth: o.n + 64, Sandboxd: sbx, Store: st, Logger: log},
+		Pipeline: pipeline.Config{Node: o.name, NodeKey: key, QueueDepth: o.n + 64, Sandboxd: sbx, Store: st, Logger: log},
 		Node: kube.NodeOptions{Name: o.name, ListenAddr: "127.0.0.1:0", TLS: tlsCfg, Version: "burst", Client: cs,
 			EventRecorder: &record.FakeRecorder{}, Pods: o.n + 64, DefaultRateLimiters: true},
 		Log: log,

@@ -16,6 +16,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 const (
@@ -42,7 +43,8 @@ type vkNode struct {
 	// inProcess stops a provider run in this process (startInProcess).
 	inProcess func() error
 	metrics   string // host:port, or "" when not exposed
-	id        pipeline.Identity
+	name      string
+	state     string // the claimer's state file: its node key marks the node's VMs
 	stopOnce  sync.Once
 	exitErr   error
 }
@@ -93,7 +95,7 @@ func startVK(ctx context.Context, cs kubernetes.Interface, o nodeOpts) (*vkNode,
 	if v.vk, err = kubetest.StartVKSandbox(rctx, cs, vo); err != nil {
 		return fail(err)
 	}
-	v.metrics = v.vk.MetricsAddr
+	v.metrics, v.state = v.vk.MetricsAddr, v.vk.StatePath
 	return v, nil
 }
 
@@ -104,7 +106,15 @@ func startSim(o nodeOpts) (*vkNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &vkNode{sim: s, srv: httptest.NewServer(s.Handler()), id: pipeline.Identity{Node: o.name}}, nil
+	return &vkNode{sim: s, srv: httptest.NewServer(s.Handler()), name: o.name}, nil
+}
+
+// identity is how the claimer marks its VMs: its name and the node key
+// beside its state file. Before the claimer has made its key, none: no VM
+// is the node's yet.
+func (v *vkNode) identity() pipeline.Identity {
+	key, _ := store.ReadNodeKey(v.state)
+	return pipeline.Identity{Node: v.name, Key: key}
 }
 
 // stop terminates vk-sandbox, then closes the emulator, and returns
@@ -127,8 +137,9 @@ func (v *vkNode) stop() error {
 // claimed to the emulator's claimed_at.
 func (v *vkNode) claimTimes() map[string]time.Time {
 	out := map[string]time.Time{}
+	id := v.identity()
 	for _, sb := range v.sim.Sandboxes() {
-		if key, ok := v.id.Owns(sb); ok && sb.ClaimedAt != nil {
+		if key, ok := id.Owns(sb, true); ok && sb.ClaimedAt != nil {
 			out[string(key)] = *sb.ClaimedAt
 		}
 	}

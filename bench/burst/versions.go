@@ -23,8 +23,9 @@ func (v *vkNode) sandboxdFigures(api string, running int) *sandboxdRun {
 	c := v.sim.Counters()
 	r := &sandboxdRun{API: api, LostAnswers: c["claim_answer_lost"], FullListings: c["list_full"]}
 	perKey := map[string]int{}
+	id := v.identity()
 	for _, sb := range v.sim.Sandboxes() {
-		if key, ok := v.id.Owns(sb); ok {
+		if key, ok := id.Owns(sb, true); ok {
 			r.VMsHeld++
 			perKey[string(key)]++
 		}

@@ -38,7 +38,14 @@ func newClaimer(url, token, state, node string, inFlight int) (*claimer, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &claimer{sbx: sbx, st: st, id: pipeline.Identity{Node: node}}, nil
+	// Marked as vk-sandbox marks its claims: with the node key beside the
+	// state file.
+	key, err := st.NodeKey()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &claimer{sbx: sbx, st: st, id: pipeline.Identity{Node: node, Key: key}}, nil
 }
 
 // claim claims p's VM and makes it durable.

@@ -128,10 +128,14 @@ func TestClaimingNullNodeClaimsOneVMPerPodAndRecordsIt(t *testing.T) {
 	if err := n.Stop(); err != nil {
 		t.Fatalf("nullnode exit on SIGTERM: %v", err)
 	}
-	id := pipeline.Identity{Node: "null-c"}
+	key, err := store.ReadNodeKey(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := pipeline.Identity{Node: "null-c", Key: key}
 	vms := map[pipeline.PodKey]string{}
 	for _, sb := range s.Sandboxes() {
-		key, ok := id.Owns(sb)
+		key, ok := id.Owns(sb, true)
 		if !ok {
 			t.Fatalf("VM %s claimed under claim_ref %q, not one of node null-c's", sb.ID, sb.ClaimRef)
 		}

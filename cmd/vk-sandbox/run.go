@@ -48,6 +48,14 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}()
 
+	// The node key marks every claim of this node: it lives beside the
+	// state file, made at the first start. A damaged one is fatal, never
+	// replaced (a new key would disown every VM no row holds).
+	nodeKey, err := st.NodeKey()
+	if err != nil {
+		return fmt.Errorf("node key: %w", err)
+	}
+
 	token, err := readToken(cfg.TokenFile)
 	if err != nil {
 		return err
@@ -126,7 +134,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			Sessions: kube.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout},
 		},
 		Pipeline: pipeline.Config{
-			Node:   cfg.NodeName,
+			Node: cfg.NodeName, NodeKey: nodeKey,
 			Shards: cfg.Shards, Workers: cfg.WorkersPerShard, QueueDepth: cfg.QueueDepth,
 			Sandboxd: sbx, Store: st, Observer: tel.Metrics, Logger: log,
 			RequeueMax: cfg.RequeueMax, SettleWindow: cfg.SettleWindow,
