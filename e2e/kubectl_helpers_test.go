@@ -142,6 +142,12 @@ func (k *kubectlNode) exec(t *testing.T, via execVia, stdin io.Reader, tty bool,
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
+	return k.execWithin(ctx, t, via, stdin, tty, cmd...)
+}
+
+// execWithin is exec until ctx ends: kubectl leaves then.
+func (k *kubectlNode) execWithin(ctx context.Context, t *testing.T, via execVia, stdin io.Reader, tty bool, cmd ...string) execResult {
+	t.Helper()
 	req := env.Clientset().CoreV1().RESTClient().Post().Resource("pods").Namespace(k.ns).Name(k.pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: "agent", Command: cmd, Stdin: stdin != nil, Stdout: true, Stderr: !tty, TTY: tty}, scheme.ParameterCodec)
 	var (

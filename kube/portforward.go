@@ -30,6 +30,12 @@ func (p *Provider) PortForward(ctx context.Context, namespace, name string, port
 	if err != nil {
 		return err
 	}
+	// A connection holds a slot until the relay has closed both sides.
+	release, err := p.forwards.acquire(c.Key)
+	if err != nil {
+		return err
+	}
+	defer release()
 	conn, err := p.sandboxd.DialPort(ctx, c.ID, c.Token, int(port))
 	if err != nil {
 		p.log.Log(ctx, refusalLevel(err), "port-forward refused", "pod", pipeline.JoinKey(namespace, name), "sandbox", c.ID, "port", port, "error", err)

@@ -57,8 +57,9 @@ type Provider struct {
 	started time.Time
 	// tenantStats logs once that stats need the root token.
 	tenantStats sync.Once
-	// sessions counts the open exec sessions (sessions.go).
-	sessions sessionSet
+	// sessions counts the open exec sessions, forwards the open
+	// port-forward connections (sessions.go).
+	sessions, forwards sessionSet
 }
 
 // SetPodIPFallback sets the Pod IP used when a claim's owner_addr is absent
@@ -85,6 +86,7 @@ type ProviderOptions struct {
 	Sandboxd   Sandboxd                // see Provider.sandboxd
 	NodeName   string
 	Sessions   SessionLimits // zero fields take DefaultSessionLimits'
+	Forwards   SessionLimits // zero fields take DefaultForwardLimits'
 	// Engine builds the claim pipeline the provider feeds, given the
 	// provider as the pipeline's Reporter. Required.
 	Engine func(pipeline.Reporter) (Engine, error)
@@ -103,7 +105,8 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	}
 	p := &Provider{auth: o.Authorizer, events: o.Events, log: o.Log, cache: newPodCache(), started: time.Now(),
 		podClient: o.PodClient, sandboxd: o.Sandboxd, nodeName: o.NodeName}
-	p.sessions.limits = o.Sessions.withDefaults()
+	p.sessions.kind, p.sessions.limits = execKind, o.Sessions.withDefaults(DefaultSessionLimits)
+	p.forwards.kind, p.forwards.limits = forwardKind, o.Forwards.withDefaults(DefaultForwardLimits)
 	eng, err := o.Engine(p)
 	if err != nil {
 		return nil, err

@@ -12,13 +12,15 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
-// SessionLimits bound the exec sessions (kubectl exec, cp) the node runs
-// at once. A zero field takes its default.
+// SessionLimits bound the sessions of one kind the node runs at once:
+// exec (kubectl exec, cp) or port-forward connections. A zero field takes
+// its default.
 type SessionLimits struct {
 	// PerPod caps the sessions of one Pod; PerNode, of the whole node.
 	PerPod, PerNode int
 	// IdleTimeout ends a session whose streams carried nothing for that
-	// long (the kubelet's streaming idle timeout).
+	// long (the kubelet's streaming idle timeout). Exec's only: the
+	// streaming server applies it to every kind.
 	IdleTimeout time.Duration
 }
 
@@ -26,38 +28,54 @@ type SessionLimits struct {
 // --exec-max-sessions and --exec-idle-timeout (the kubelet's 4h).
 var DefaultSessionLimits = SessionLimits{PerPod: 16, PerNode: 256, IdleTimeout: 4 * time.Hour}
 
-func (l SessionLimits) withDefaults() SessionLimits {
+// DefaultForwardLimits are the defaults of
+// --port-forward-max-sessions-per-pod and --port-forward-max-sessions:
+// kubectl port-forward opens one stream per forwarded TCP connection, and
+// a browser opens several at once, so the caps are wider than exec's.
+var DefaultForwardLimits = SessionLimits{PerPod: 64, PerNode: 1024}
+
+func (l SessionLimits) withDefaults(d SessionLimits) SessionLimits {
 	if l.PerPod <= 0 {
-		l.PerPod = DefaultSessionLimits.PerPod
+		l.PerPod = d.PerPod
 	}
 	if l.PerNode <= 0 {
-		l.PerNode = DefaultSessionLimits.PerNode
+		l.PerNode = d.PerNode
 	}
 	if l.IdleTimeout <= 0 {
-		l.IdleTimeout = DefaultSessionLimits.IdleTimeout
+		l.IdleTimeout = d.IdleTimeout
 	}
 	return l
 }
 
-// sessionSet counts the open sessions by Pod key.
+// sessionKind names a kind of session in a refusal: what it is and the
+// flags of its two caps.
+type sessionKind struct{ what, podFlag, nodeFlag string }
+
+var (
+	execKind    = sessionKind{"exec sessions", "--exec-max-sessions-per-pod", "--exec-max-sessions"}
+	forwardKind = sessionKind{"port-forward connections", "--port-forward-max-sessions-per-pod", "--port-forward-max-sessions"}
+)
+
+// sessionSet counts the open sessions of one kind by Pod key.
 type sessionSet struct {
 	mu     sync.Mutex
-	limits SessionLimits
+	kind   sessionKind
+	limits SessionLimits // with defaults applied, set once by NewProvider
 	byPod  map[pipeline.PodKey]int
 	total  int
 }
 
 // acquire takes a session slot for Pod key, or refuses one past a cap;
-// the returned func gives it back.
+// the returned func gives it back (once, however often it is called).
 func (s *sessionSet) acquire(key pipeline.PodKey) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.limits.withDefaults()
+	l, k := s.limits, s.kind
 	switch {
 	case s.byPod[key] >= l.PerPod:
-		return nil, errdefs.InvalidInputf("pod %s already has %d exec sessions open, the most this node allows for one Pod (--exec-max-sessions-per-pod); end one and try again", key, l.PerPod)
+		return nil, errdefs.InvalidInputf("pod %s already has %d %s open, the most this node allows for one Pod (%s); end one and try again", key, l.PerPod, k.what, k.podFlag)
 	case s.total >= l.PerNode:
-		return nil, errdefs.InvalidInputf("this node already has %d exec sessions open, the most it allows (--exec-max-sessions); try again when one ends", l.PerNode)
+		return nil, errdefs.InvalidInputf("pod %s: this node already has %d %s open, the most it allows (%s); try again when one ends", key, l.PerNode, k.what, k.nodeFlag)
 	}
 	if s.byPod == nil {
 		s.byPod = map[pipeline.PodKey]int{}
@@ -75,6 +93,13 @@ func (s *sessionSet) acquire(key pipeline.PodKey) (func(), error) {
 			}
 		})
 	}, nil
+}
+
+// open is how many sessions Pod key has open, and the node in all.
+func (s *sessionSet) open(key pipeline.PodKey) (pod, node int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byPod[key], s.total
 }
 
 // IdleTimeout is the streaming idle timeout the kubelet API applies.

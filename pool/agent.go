@@ -64,7 +64,7 @@ func (c *Client) DialAgent(ctx context.Context, id, token string) (*AgentConn, e
 		return nil, err
 	}
 	c.agentRefused.Delete(id)
-	return newAgentConn(pc), nil
+	return newAgentConn(pc, c.agentBudget), nil
 }
 
 // rememberRefusal notes a refused upgrade, and forgets those older than
@@ -109,7 +109,13 @@ func (a *Agent) Close() {
 
 // call runs one short RPC and returns its terminal frame. On proto 1 the
 // connection serves that RPC only; on proto 2 it is kept for the next.
+//
+// The whole exchange (dial, info, the RPC) is bounded by ControlTimeout
+// as well as ctx: a guest that answers neither info nor the RPC holds
+// a.mu, and whoever kills a session through it, no longer than that.
 func (a *Agent) call(ctx context.Context, req any) (AgentFrame, error) {
+	ctx, cancel := context.WithTimeout(ctx, ControlTimeout)
+	defer cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	conn := a.ctl
@@ -120,13 +126,15 @@ func (a *Agent) call(ctx context.Context, req any) (AgentFrame, error) {
 			return AgentFrame{}, err
 		}
 	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.conn.SetDeadline(time.Unix(1, 0)) })
-	f, err := roundTrip(conn, req)
+	stop := conn.bound(ctx)
+	f, err := roundTrip(ctx, conn, req)
+	conn.Release() // a control answer is read, not passed on
 	if !stop() || err != nil {
 		_ = conn.Close()
 		return f, errors.Join(ctx.Err(), err)
 	}
 	if a.proto >= 2 {
+		_ = conn.conn.SetDeadline(time.Time{}) // idle until the next call bounds it
 		a.ctl = conn
 	} else {
 		_ = conn.Close()
@@ -134,18 +142,20 @@ func (a *Agent) call(ctx context.Context, req any) (AgentFrame, error) {
 	return f, nil
 }
 
-// controlConn dials a connection for short RPCs (a.mu held). The first
-// one asks info, and keeps that connection if proto >= 2; an older
-// silkd closes it after info, so the RPC dials again.
+// controlConn dials a connection for short RPCs (a.mu held), within
+// ctx. The first one asks info, and keeps that connection if proto >= 2;
+// an older silkd closes it after info, so the RPC dials again.
 func (a *Agent) controlConn(ctx context.Context) (*AgentConn, error) {
 	conn, err := a.c.DialAgent(ctx, a.id, a.token)
 	if err != nil || a.proto != 0 {
 		return conn, err
 	}
-	f, err := roundTrip(conn, op("info"))
-	if err != nil {
+	stop := conn.bound(ctx)
+	f, err := roundTrip(ctx, conn, op("info"))
+	conn.Release()
+	if !stop() || err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("silkd info: %w", err)
+		return nil, fmt.Errorf("silkd info: %w", errors.Join(ctx.Err(), err))
 	}
 	a.proto = max(f.Proto, 1)
 	if f.Proto >= 2 {
@@ -155,13 +165,14 @@ func (a *Agent) controlConn(ctx context.Context) (*AgentConn, error) {
 	return a.c.DialAgent(ctx, a.id, a.token)
 }
 
-// roundTrip sends req and reads up to its terminal frame.
-func roundTrip(conn *AgentConn, req any) (AgentFrame, error) {
+// roundTrip sends req and reads up to its terminal frame; the caller has
+// bounded conn.
+func roundTrip(ctx context.Context, conn *AgentConn, req any) (AgentFrame, error) {
 	if err := conn.Send(req); err != nil {
 		return AgentFrame{}, err
 	}
 	for {
-		f, err := conn.Recv()
+		f, err := conn.Recv(ctx)
 		if err != nil {
 			return AgentFrame{}, err
 		}

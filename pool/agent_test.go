@@ -190,3 +190,20 @@ func TestAgentPTYForwardsResizes(t *testing.T) {
 	}
 	_ = typing.Close() // ends the input reader, and any probe still typing
 }
+
+// A quiet command runs for as long as its caller stays: the deadline that
+// bounds the wait for started is not left on the session's connection, so
+// a command that prints nothing for longer than one sandboxd attempt is
+// not cut off.
+func TestAgentExecQuietCommandOutlivesTheAttemptDeadline(t *testing.T) {
+	h := newHarness(t, sim.Config{})
+	a := h.claim("ns/quiet", 60)
+	c := h.client(a.Token, func(o *pool.ClientOptions) { o.AttemptTimeout = time.Second })
+	ag := c.Agent(a.ID, a.Token)
+	defer ag.Close()
+	var out bytes.Buffer
+	code, err := ag.Exec(ctx(t), pool.AgentExec{Argv: []string{"sh", "-c", "sleep 3; echo late"}, Stdout: &out})
+	if err != nil || code != 0 || out.String() != "late\n" {
+		t.Fatalf("a command quiet for 3s with 1s attempts: code %d, %v, stdout %q", code, err, out.String())
+	}
+}

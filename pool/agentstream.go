@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
+	"sync"
 )
 
 // AgentExec is one command run through silkd with its streams: output
@@ -35,9 +35,6 @@ type AgentPTY struct {
 
 // TermSize is a terminal's size in characters.
 type TermSize struct{ Cols, Rows int }
-
-// killTimeout bounds the kill sent for a command whose client went away.
-const killTimeout = 5 * time.Second
 
 // Exec runs r to its end and returns its exit code (-1: killed). When ctx
 // ends first (the client went away, or its deadline passed), the command
@@ -78,19 +75,23 @@ func (a *Agent) Attach(ctx context.Context, pid int, stdout, stderr io.Writer) (
 		return 0, false, err
 	}
 	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	// ctx ending interrupts a Recv blocked on the guest: attach only
+	// reads, and nothing runs in the guest for it, so it just ends.
+	stop := conn.bound(ctx)
 	defer stop()
 	if err := conn.Send(agentPidOp{agentOp: op("attach"), Pid: pid}); err != nil {
 		return 0, false, errors.Join(ctx.Err(), err)
 	}
 	for {
-		f, err := conn.Recv()
+		f, err := conn.Recv(ctx)
 		if err != nil {
 			return 0, false, errors.Join(ctx.Err(), err)
 		}
 		switch f.Type {
 		case "stdout", "stderr":
-			if err := write(pick(f.Type, stdout, stderr), f.Data); err != nil {
+			err := write(pick(f.Type, stdout, stderr), f.Data)
+			conn.Release() // written on: the node no longer holds it
+			if err != nil {
 				return 0, false, err
 			}
 		case "exit":
@@ -123,21 +124,28 @@ func write(w io.Writer, p []byte) error {
 // started{pid}, then forwards typed and stdin (ending it with stdin_close
 // when closeStdin, never with a half-close: the relay would close the
 // guest's side) and resizes, and copies output until exit. Nothing is
-// held beyond one frame and one stdin chunk.
+// held beyond one frame (charged to the node's budget until written on)
+// and one stdin chunk.
+//
+// Whatever the guest does, once ctx ends the session is over within
+// ControlTimeout (the kill) plus DrainTimeout (the last reads), and the
+// resize pump has returned; the stdin pump returns once the caller's
+// stream is closed, which the caller does when stream returns.
 func (a *Agent) stream(ctx context.Context, conn *AgentConn, req any, typed []byte, stdin io.Reader, closeStdin bool,
 	stdout, stderr io.Writer, resize <-chan TermSize) (int, error) {
 	// Until started names the pid there is nothing to kill, so ctx does
 	// not cut that wait short: the attempt's deadline bounds it, and a ctx
 	// that ended meanwhile kills the process at once.
-	_ = conn.conn.SetReadDeadline(time.Now().Add(a.c.attempt))
-	if err := conn.Send(req); err != nil {
-		return 0, errors.Join(ctx.Err(), err)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.attempt)
+	stop := conn.bound(sctx)
+	err := conn.Send(req)
+	var f AgentFrame
+	if err == nil {
+		f, err = conn.Recv(sctx)
+		conn.Release()
 	}
-	f, err := conn.Recv()
-	_ = conn.conn.SetReadDeadline(time.Time{})
-	// ctx ending interrupts a Recv blocked on the guest.
-	stop := context.AfterFunc(ctx, func() { _ = conn.conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	stop()
+	cancel()
 	switch {
 	case err != nil:
 		return 0, errors.Join(ctx.Err(), err)
@@ -147,33 +155,48 @@ func (a *Agent) stream(ctx context.Context, conn *AgentConn, req any, typed []by
 		return 0, fmt.Errorf("silkd in %s answered %q before started", a.id, f.Type)
 	}
 	pid := f.Pid
+	// While the session is live, ctx bounds every read and write on conn.
+	live, end := context.WithCancel(ctx)
+	stop = conn.bound(live)
+	var pumps sync.WaitGroup
 	done := make(chan struct{})
-	defer close(done)
 	go a.pumpStdin(conn, typed, stdin, closeStdin, done)
 	if resize != nil {
-		go a.pumpResize(pid, resize, done)
+		pumps.Go(func() { a.pumpResize(live, pid, resize) })
 	}
-	code, err := copyOutput(conn, stdout, stderr)
+	code, err := copyOutput(ctx, conn, stdout, stderr)
+	// The session is ending: the pumps stop sending, and a resize in
+	// flight is cut short rather than hold the control connection that
+	// the kill needs.
+	close(done)
+	end()
+	pumps.Wait()
+	stop()
 	if err != nil {
 		// The client left, the deadline passed, or the connection broke:
 		// whatever it was, nothing may keep running in the guest for a
-		// client that is gone.
+		// client that is gone. What the guest still sends is then read
+		// for DrainTimeout at most.
 		a.killDetached(pid)
+		conn.drain()
 		return 0, errors.Join(ctx.Err(), err)
 	}
 	return code, nil
 }
 
 // copyOutput copies output frames until exit, and returns the exit code.
-func copyOutput(conn *AgentConn, stdout, stderr io.Writer) (int, error) {
+// Each frame's bytes are given back to the node's budget once written.
+func copyOutput(ctx context.Context, conn *AgentConn, stdout, stderr io.Writer) (int, error) {
 	for {
-		f, err := conn.Recv()
+		f, err := conn.Recv(ctx)
 		if err != nil {
 			return 0, err
 		}
 		switch f.Type {
 		case "stdout", "stderr":
-			if err := write(pick(f.Type, stdout, stderr), f.Data); err != nil {
+			err := write(pick(f.Type, stdout, stderr), f.Data)
+			conn.Release()
+			if err != nil {
 				return 0, fmt.Errorf("client stream: %w", err)
 			}
 		case "exit":
@@ -222,26 +245,24 @@ func (a *Agent) pumpStdin(conn *AgentConn, typed []byte, stdin io.Reader, closeS
 
 // pumpResize passes terminal sizes on with pty_resize, on a connection of
 // its own: a request frame on the pty's connection would end its input.
-func (a *Agent) pumpResize(pid int, resize <-chan TermSize, done <-chan struct{}) {
+// Each resize is bounded by ControlTimeout and ctx (the live session).
+func (a *Agent) pumpResize(ctx context.Context, pid int, resize <-chan TermSize) {
 	for {
 		select {
-		case <-done:
+		case <-ctx.Done():
 			return
 		case sz, ok := <-resize:
 			if !ok {
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), a.c.attempt)
 			_ = a.Resize(ctx, pid, sz.Cols, sz.Rows)
-			cancel()
 		}
 	}
 }
 
 // killDetached kills pid with a context of its own: the caller's has
-// usually ended, which is why the kill is needed.
+// usually ended, which is why the kill is needed. call bounds it by
+// ControlTimeout.
 func (a *Agent) killDetached(pid int) {
-	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
-	defer cancel()
-	_ = a.Kill(ctx, pid)
+	_ = a.Kill(context.Background(), pid)
 }

@@ -70,6 +70,12 @@ type ClientOptions struct {
 	// seconds, so it is longer. A claim that times out is ambiguous (the
 	// node may still finish it). 0 or less means 60s.
 	ClaimTimeout time.Duration
+	// AgentBufferBudget bounds the bytes of guest frames (kubectl exec
+	// output read off the agent relay) the node holds at once, over all
+	// sessions: a session past it waits for bytes to be written out. 0
+	// or less means DefaultAgentBufferBudget; less than two frames at the
+	// cap (16 MiB) is raised to that.
+	AgentBufferBudget int64
 }
 
 // Defaults of the per-attempt deadlines.
@@ -98,6 +104,8 @@ type Client struct {
 	// agentRefused holds, per sandbox id, when its node last refused the
 	// agent upgrade (see DialAgent).
 	agentRefused sync.Map
+	// agentBudget is the node's budget for guest frames (agentbudget.go).
+	agentBudget *byteBudget
 }
 
 // Body limits. A list on a dense node (2,000+ rows of ~250 bytes) is the
@@ -154,6 +162,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		pooled:       pooled,
 		attempt:      orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
 		claimAttempt: orDefault(o.ClaimTimeout, DefaultClaimTimeout),
+		agentBudget:  newByteBudget(o.AgentBufferBudget),
 	}
 	if c.token != "" {
 		c.auth = []string{"Bearer " + c.token}

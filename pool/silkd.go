@@ -2,12 +2,14 @@ package pool
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // The guest daemon's protocol (silkd), spoken through the agent relay:
@@ -100,23 +102,58 @@ type (
 
 func op(name string) agentOp { return agentOp{V: agentV, Op: name} }
 
-// AgentConn is one connection to silkd through the agent relay. Send is
-// safe for concurrent use; Recv is for one reader at a time.
+// AgentConn is one connection to silkd through the agent relay, and the
+// one place frames are read and written. Send is safe for concurrent use;
+// Recv is for one reader at a time. What a frame holds is charged to the
+// node's budget (agentbudget.go) from Recv until Release.
 type AgentConn struct {
-	conn net.Conn
-	br   *bufio.Reader
-	buf  []byte // the last frame read; reused, so never larger than MaxAgentFrame+1
-	wmu  sync.Mutex
-	wbuf []byte
+	conn   net.Conn
+	br     *bufio.Reader
+	budget *byteBudget // nil: not counted
+	buf    []byte      // the frame being read; at most MaxAgentFrame+1 long
+	held   int64       // bytes of budget the current frame holds
+	wmu    sync.Mutex
+	wbuf   []byte
 }
 
-func newAgentConn(pc *PortConn) *AgentConn {
-	return &AgentConn{conn: pc.Conn, br: pc.r}
+func newAgentConn(pc *PortConn, budget *byteBudget) *AgentConn {
+	return &AgentConn{conn: pc.Conn, br: pc.r, budget: budget}
 }
 
 // Close ends the connection (and with it a foreground exec's input, or a
-// pty's shell).
-func (a *AgentConn) Close() error { return a.conn.Close() }
+// pty's shell), and gives back what its last frame held.
+func (a *AgentConn) Close() error {
+	a.Release()
+	return a.conn.Close()
+}
+
+// bound makes ctx ending interrupt any Send or Recv blocked on the guest,
+// and ctx's deadline, if it has one, a deadline of the connection: a
+// guest that stops answering cannot outlast either. stop reports whether
+// ctx had not ended; until then the deadline stays on the connection.
+func (a *AgentConn) bound(ctx context.Context) (stop func() bool) {
+	dl, _ := ctx.Deadline() // zero: no deadline
+	_ = a.conn.SetDeadline(dl)
+	return context.AfterFunc(ctx, func() { _ = a.conn.SetDeadline(time.Unix(1, 0)) })
+}
+
+// drain reads and drops what the guest still sends on a session that is
+// ending, until the RPC's terminal frame, for at most DrainTimeout.
+func (a *AgentConn) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+	defer cancel()
+	_ = a.conn.SetDeadline(time.Now().Add(DrainTimeout))
+	for {
+		f, err := a.Recv(ctx)
+		a.Release()
+		if err != nil {
+			return
+		}
+		if end, _ := f.terminal(); end {
+			return
+		}
+	}
+}
 
 // Send writes one request frame.
 func (a *AgentConn) Send(v any) error {
@@ -138,14 +175,21 @@ func (a *AgentConn) Send(v any) error {
 // so the stream is broken.
 var errFrameTooLarge = fmt.Errorf("silkd: frame exceeds %d bytes", MaxAgentFrame)
 
-// Recv reads one answer frame. Reading stops at MaxAgentFrame: a longer
-// line is an error, never a larger buffer.
-func (a *AgentConn) Recv() (AgentFrame, error) {
+// Recv reads one answer frame, which holds its bytes of the node's budget
+// until Release (or the next Recv, or Close): the caller releases it once
+// the frame's data is written on. Reading stops at MaxAgentFrame: a
+// longer line is an error, never a larger buffer. While the budget is used
+// up, Recv waits for it until ctx ends.
+func (a *AgentConn) Recv(ctx context.Context) (AgentFrame, error) {
+	a.Release()
 	a.buf = a.buf[:0]
 	for {
 		line, err := a.br.ReadSlice('\n')
 		if len(a.buf)+len(line) > MaxAgentFrame {
 			return AgentFrame{}, errFrameTooLarge
+		}
+		if err := a.grow(ctx, len(line)); err != nil {
+			return AgentFrame{}, err
 		}
 		a.buf = append(a.buf, line...)
 		if err == nil {
@@ -159,6 +203,11 @@ func (a *AgentConn) Recv() (AgentFrame, error) {
 		}
 		return AgentFrame{}, err
 	}
+	// The decoded payload is at most 3/4 of its base64: it is charged
+	// before json allocates it.
+	if err := a.hold(ctx, int64(len(a.buf))*3/4); err != nil {
+		return AgentFrame{}, err
+	}
 	var f AgentFrame
 	if err := json.Unmarshal(a.buf, &f); err != nil {
 		return AgentFrame{}, fmt.Errorf("silkd: bad frame: %w", err)
@@ -167,6 +216,41 @@ func (a *AgentConn) Recv() (AgentFrame, error) {
 		return AgentFrame{}, errors.New("silkd: frame without a type")
 	}
 	return f, nil
+}
+
+// grow makes room for n more bytes of frame, charging the budget for the
+// buffer's growth before it is allocated: the charge is the buffer's
+// capacity beyond what a connection keeps for free.
+func (a *AgentConn) grow(ctx context.Context, n int) error {
+	need := len(a.buf) + n
+	if need <= cap(a.buf) {
+		return nil
+	}
+	newCap := min(max(2*cap(a.buf), need), MaxAgentFrame)
+	if err := a.hold(ctx, int64(max(newCap, frameBufRetained)-max(cap(a.buf), frameBufRetained))); err != nil {
+		return err
+	}
+	a.buf = append(make([]byte, 0, newCap), a.buf...)
+	return nil
+}
+
+func (a *AgentConn) hold(ctx context.Context, n int64) error {
+	if err := a.budget.acquire(ctx, n); err != nil {
+		return fmt.Errorf("silkd: waiting for the node's buffer budget: %w", err)
+	}
+	a.held += n
+	return nil
+}
+
+// Release gives back what the last frame held; the caller has written
+// its data on, or dropped it. A buffer larger than a connection keeps for
+// free goes with it.
+func (a *AgentConn) Release() {
+	a.budget.release(a.held)
+	a.held = 0
+	if cap(a.buf) > frameBufRetained {
+		a.buf = nil
+	}
 }
 
 // terminal reports whether f ends its RPC, and the error it carries.

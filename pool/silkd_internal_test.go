@@ -2,11 +2,13 @@ package pool
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A frame of exactly silkd's cap (newline included) is read; one byte more
@@ -24,8 +26,8 @@ func TestAgentConnRefusesFramesPastTheCap(t *testing.T) {
 			_, _ = server.Write([]byte(line))
 			_ = server.Close()
 		}()
-		a := newAgentConn(&PortConn{Conn: client, r: bufio.NewReader(client)})
-		f, err := a.Recv()
+		a := newAgentConn(&PortConn{Conn: client, r: bufio.NewReader(client)}, newByteBudget(0))
+		f, err := a.Recv(t.Context())
 		_ = client.Close() // unblocks the writer of a refused frame
 		switch {
 		case c.ok && (err != nil || f.Type != "stdout" || len(f.Message) != c.size-len(prefix)-len(suffix)):
@@ -49,7 +51,7 @@ func BenchmarkAgentConnRecvStdout(b *testing.B) {
 	a := &AgentConn{br: bufio.NewReader(r)}
 	b.SetBytes(StdinChunk)
 	for b.Loop() {
-		if f, err := a.Recv(); err != nil || len(f.Data) != StdinChunk {
+		if f, err := a.Recv(b.Context()); err != nil || len(f.Data) != StdinChunk {
 			b.Fatalf("frame of %d bytes, %v", len(f.Data), err)
 		}
 	}
@@ -65,4 +67,39 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 	n := copy(p, r.line[r.off:])
 	r.off = (r.off + n) % len(r.line)
 	return n, nil
+}
+
+// A frame's bytes are taken from the node's budget before they are held
+// and given back on Release: with room for one frame at the cap, a second
+// connection's frame waits (bounded by its context) instead of being
+// read past the budget.
+func TestAgentFramesWaitForTheNodesBudget(t *testing.T) {
+	budget := newByteBudget(minAgentBufferBudget)
+	line := []byte(`{"type":"stdout","message":"` + strings.Repeat("x", MaxAgentFrame-32) + "\"}\n")
+	conns := make([]*AgentConn, 2)
+	for i := range conns {
+		client, server := net.Pipe()
+		t.Cleanup(func() { client.Close(); server.Close() })
+		go func() { _, _ = server.Write(line) }()
+		conns[i] = newAgentConn(&PortConn{Conn: client, r: bufio.NewReader(client)}, budget)
+	}
+	if _, err := conns[0].Recv(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if held := budget.held.Load(); held <= MaxAgentFrame || held > maxFrameHold {
+		t.Errorf("a frame at the cap holds %d bytes of the budget, want (%d, %d]", held, MaxAgentFrame, maxFrameHold)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := conns[1].Recv(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second frame past the budget: %v, want it to wait until its context ended", err)
+	}
+	if held := budget.held.Load(); held > minAgentBufferBudget {
+		t.Errorf("the node holds %d bytes, past its budget of %d", held, minAgentBufferBudget)
+	}
+	conns[0].Release()
+	conns[1].Release()
+	if held := budget.held.Load(); held != 0 {
+		t.Errorf("after Release the node still holds %d bytes", held)
+	}
 }

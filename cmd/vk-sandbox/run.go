@@ -66,6 +66,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		// one idle connection for each, so a burst never redials.
 		MaxIdleConns:   cfg.Shards*cfg.WorkersPerShard + cfg.VKWorkers,
 		AttemptTimeout: cfg.SandboxdTimeout, ClaimTimeout: cfg.SandboxdClaimTimeout,
+		AgentBufferBudget: int64(cfg.ExecBufferBudgetMiB) << 20,
 	})
 	if err != nil {
 		return fmt.Errorf("sandboxd client: %w", err)
@@ -132,6 +133,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		Provider: kube.ProviderOptions{
 			Authorizer: auth, Events: recorder, Log: log, PodClient: client.CoreV1(), Sandboxd: sbx, NodeName: cfg.NodeName,
 			Sessions: kube.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout},
+			Forwards: kube.SessionLimits{PerPod: cfg.PortForwardMaxSessionsPerPod, PerNode: cfg.PortForwardMaxSessions},
 		},
 		Pipeline: pipeline.Config{
 			Node: cfg.NodeName, NodeKey: nodeKey,

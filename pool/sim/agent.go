@@ -156,6 +156,14 @@ func (c *silkConn) send(v map[string]any) error {
 	return err
 }
 
+// sendRaw writes b as it is (hostile.go sends frames no encoder would).
+func (c *silkConn) sendRaw(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.conn.Write(b)
+	return err
+}
+
 func (c *silkConn) fail(kind, msg string) error {
 	return c.send(map[string]any{"type": "error", "kind": kind, "message": msg})
 }

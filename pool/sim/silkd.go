@@ -80,6 +80,8 @@ type silkGuest struct {
 	hostShell bool
 	killed    func() // counts a kill of a running process
 
+	hostile hostility // hostile.go
+
 	mu      sync.Mutex
 	nextPid int
 	procs   map[int]*proc
@@ -88,6 +90,10 @@ type silkGuest struct {
 // serve answers RPCs on c: one on proto 1, back to back on proto 2.
 func (g *silkGuest) serve(c *silkConn) {
 	started := time.Now()
+	if g.hostile.mode() == HostileNeverClose {
+		ignore(c)
+		return
+	}
 	for {
 		req, err := c.recv()
 		if err != nil {
@@ -108,12 +114,19 @@ func (g *silkGuest) serve(c *silkConn) {
 func (g *silkGuest) rpc(c *silkConn, req *silkReq, started time.Time) bool {
 	switch req.Op {
 	case "info":
+		if g.hostile.mode() == HostileSilentNoInfo {
+			ignore(c)
+			return false
+		}
 		g.mu.Lock()
 		n := len(g.procs)
 		g.mu.Unlock()
 		return c.send(map[string]any{"type": "info", "version": "sim", "proto": c.proto,
 			"uptime_secs": int(time.Since(started).Seconds()), "procs": n, "sessions": 0}) == nil
 	case "exec":
+		if m := g.hostile.mode(); m != "" {
+			return g.hostileExec(c, req, m)
+		}
 		return g.exec(c, req)
 	case "pty_open":
 		return g.ptyOpen(c, req)
