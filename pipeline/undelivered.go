@@ -90,11 +90,11 @@ type firstSeen map[string]time.Time
 func (f firstSeen) update(ids []string, now time.Time) firstSeen {
 	next := make(firstSeen, len(ids))
 	for _, id := range ids {
-		if t, ok := f[id]; ok {
-			next[id] = t // the age grows from the first listing, never reset
-			continue
+		t, ok := f[id] // the age grows from the first listing, never reset
+		if !ok {
+			t = now // first listed now
 		}
-		next[id] = now
+		next[id] = t
 	}
 	return next
 }
