@@ -129,8 +129,10 @@ func (p *profileRun) lostAnswers(t *testing.T, k int) {
 }
 
 // finalizedAfterGiveUp: a claim held at sandboxd past its attempt's
-// deadline finishes after the Pod got another VM; that undelivered VM is
-// released once older than the settle window, and the Pod keeps its own.
+// deadline finishes after the Pod got another VM (it was not in the index
+// when the key looked); that undelivered VM is released once older than
+// the settle window, by claimed_at or, on V1 whose rows have none, from
+// when the node first listed it, and the Pod keeps its own.
 func (p *profileRun) finalizedAfterGiveUp(t *testing.T) {
 	t.Helper()
 	n, ns := p.n, p.ns
@@ -138,8 +140,11 @@ func (p *profileRun) finalizedAfterGiveUp(t *testing.T) {
 	t.Cleanup(release)
 	createPod(t, sandboxPod(ns, "late", n.Name))
 	vm := waitRunning(t, ns, "late").Annotations[kube.AnnClaimID]
-	release()
 	ref := n.identity(t).ClaimRef(pipeline.JoinKey(ns, "late"))
+	if live := p.vmsOf(ref); len(live) != 1 || live[0] != vm {
+		t.Fatalf("VMs of the late Pod before its held claim finished: %v, want only the delivered %s", live, vm)
+	}
+	release()
 	testkit.WaitForCtx(t, waitFor, "the abandoned claim finalized", func(context.Context) (bool, error) {
 		return len(p.vmsOf(ref)) == 2, nil
 	})

@@ -37,10 +37,10 @@ func (p *Provider) lacks(has func(pool.Features) bool) bool {
 }
 
 // errVerbMissing is what kubectl shows on a sandboxd without the verb a
-// surface needs (sandboxd before V2 has none of them), instead of the 404
-// its router answers.
+// surface needs (before V2 it has no exec or ports verb; the agent relay
+// and stats answer from V1), instead of the 404 its router answers.
 func errVerbMissing(surface, verb string) error {
-	return errdefs.InvalidInputf("%s is not available on this node: its sandboxd has no %s verb (sandboxd before V2); upgrade sandboxd on the host", surface, verb)
+	return errdefs.InvalidInputf("%s is not available on this node: its sandboxd has no %s verb; upgrade sandboxd on the host", surface, verb)
 }
 
 var _ Sandboxd = (*pool.Client)(nil)

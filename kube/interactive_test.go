@@ -337,24 +337,39 @@ func TestDrainStdinReadsSentInputAndIsBounded(t *testing.T) {
 	drainStdin(ctx, pr, time.Hour) // returns: the request ended
 }
 
-// On a sandboxd without the guest verbs (V1), kubectl exec and
-// port-forward say what is missing, instead of passing its router's 404
-// on, and stats report no usage without asking.
+// On a sandboxd without the buffered exec and ports verbs (V1, which has
+// the agent relay), kubectl exec runs through the relay and port-forward
+// says what is missing instead of passing its router's 404 on. Without the
+// relay too (a V1 build or proxy without it), exec says what is missing,
+// and neither surface asked sandboxd.
 func TestSurfacesNameTheVerbAnOldSandboxdLacks(t *testing.T) {
 	it := newInteractive(t, sim.Config{APIVersion: sim.V1}, interactiveRoot)
 	if _, err := it.c.Detect(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	err := it.exec(t.Context(), newAttach(), "echo", "hi")
-	if !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "no exec or agent relay verb") {
-		t.Fatalf("exec on V1: %v, want an InvalidInput naming the missing verb", err)
+	a := newAttach()
+	if err := it.exec(t.Context(), a, "echo", "hi"); err != nil || a.stdout.String() != "hi\n" {
+		t.Fatalf("exec on V1: %v, stdout %q: want it run through the agent relay", err, a.stdout.String())
 	}
-	err = it.prov.PortForward(t.Context(), "ns", "box", 80, nopStream{})
+	err := it.prov.PortForward(t.Context(), "ns", "box", 80, nopStream{})
 	if !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "no ports relay verb") {
 		t.Fatalf("port-forward on V1: %v, want an InvalidInput naming the missing verb", err)
 	}
-	if got := it.sim.Counters(); got["exec"] != 0 || got["ports"] != 0 || got["agent"] != 0 {
-		t.Errorf("the surfaces still asked sandboxd: %v", got)
+	if got := it.sim.Counters(); got["exec"] != 0 || got["ports"] != 0 || got["agent"] == 0 {
+		t.Errorf("counters %v: want the agent relay asked, exec and ports not", got)
+	}
+
+	bare := newInteractive(t, sim.Config{APIVersion: sim.V1, NoAgentRelay: true}, interactiveRoot)
+	if _, err := bare.c.Detect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := bare.sim.Counters()["agent"] // the detection's probe
+	err = bare.exec(t.Context(), newAttach(), "echo", "hi")
+	if !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "no exec or agent relay verb") {
+		t.Fatalf("exec on V1 without the relay: %v, want an InvalidInput naming the missing verb", err)
+	}
+	if got := bare.sim.Counters(); got["exec"] != 0 || got["agent"] != before {
+		t.Errorf("exec without the verbs still asked sandboxd: %v", got)
 	}
 }
 

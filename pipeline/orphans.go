@@ -28,22 +28,23 @@ type OrphanObserver interface {
 // verdict is logged once, when it first appears.
 func (e *Engine) ScanOrphans(ctx context.Context, interval time.Duration, obs OrphanObserver) {
 	seen := map[string]bool{}
-	e.every(ctx, LoopOrphanScan, interval, func() { seen = e.scanOrphans(ctx, obs, seen) })
+	ages := firstSeen{}
+	e.every(ctx, LoopOrphanScan, interval, func() { seen, ages = e.scanOrphans(ctx, obs, seen, ages) })
 }
 
-func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[string]bool) map[string]bool {
+func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[string]bool, ages firstSeen) (map[string]bool, firstSeen) {
 	rows, err := e.sbx.List(ctx, pool.ListOptions{})
 	if err != nil {
 		obs.OrphanScan(false)
 		e.log.Warn("orphan scan: sandboxd listing failed; cycle skipped", "error", err)
-		return seen
+		return seen, ages
 	}
 	obs.OrphanScan(true)
-	listed := make(map[string]string, len(rows)) // id → claim_ref
+	listed := make(map[string]struct{}, len(rows))
 	ours := map[string]pool.Sandbox{}
 	var alike []pool.Sandbox // look-alike claim_refs without this node's mark
 	for _, r := range rows {
-		listed[r.ID] = r.ClaimRef
+		listed[r.ID] = struct{}{}
 		if _, ok := e.owns(r); ok {
 			ours[r.ID] = r
 		} else if e.foreign(r, false) {
@@ -65,20 +66,24 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 		}
 		return true
 	})
-	unknown := 0
-	for id, ref := range listed {
-		r, mine := ours[id]
-		if _, ok := held[id]; ok || !mine {
-			continue
+	unheld := make([]string, 0, len(ours))
+	for id := range ours {
+		if _, ok := held[id]; !ok {
+			unheld = append(unheld, id)
 		}
-		if e.releaseUndelivered(ctx, r) {
+	}
+	ages = ages.update(unheld, e.cfg.Clock.Now())
+	unknown := 0
+	for _, id := range unheld {
+		r := ours[id]
+		if e.releaseUndelivered(ctx, r, ages[id]) {
 			continue
 		}
 		unknown++
 		v := "unknown/" + id
 		now[v] = true
 		if !seen[v] {
-			e.log.Warn("orphan scan: sandboxd lists a sandbox no claim knows about; it is left to its lease", "sandbox", id, "claim_ref", ref)
+			e.log.Warn("orphan scan: sandboxd lists a sandbox no claim knows about; it is left to its lease", "sandbox", id, "claim_ref", r.ClaimRef)
 		}
 	}
 	for _, r := range alike {
@@ -93,5 +98,5 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 		}
 	}
 	obs.OrphanVerdicts(unknown, missing)
-	return now
+	return now, ages
 }

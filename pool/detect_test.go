@@ -14,15 +14,15 @@ import (
 )
 
 // wantFeatures is sandboxd's version history as the feature table has it,
-// written out independently of the emulator's own table: renew, exec,
-// ports, stats, the claim_ref filter and the token on the by-id read came
-// with V2, metadata with V3. Stats and the token read are root only. The
-// emulator serves the agent relay with the other guest verbs, from V2.
+// written out independently of the emulator's own table: stats and the
+// agent relay answer from V1; renew, exec, ports, the claim_ref filter and
+// the token on the by-id read came with V2, metadata with V3. Stats and
+// the token read are root only.
 func wantFeatures(version string, kind pool.TokenKind) pool.Features {
 	v2, v3, root := version >= sim.V2, version >= sim.V3, kind == pool.TokenRoot
 	return pool.Features{
 		Token: kind, Metadata: v3, ClaimRefFilter: v2, TokenRead: v2 && root,
-		Renew: v2, Exec: v2, Ports: v2, Stats: v2 && root, Agent: v2,
+		Renew: v2, Exec: v2, Ports: v2, Stats: root, Agent: true,
 	}
 }
 

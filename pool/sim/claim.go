@@ -196,15 +196,25 @@ func (s *Server) spend(caller context.Context, d time.Duration) bool {
 	return caller.Err() == nil
 }
 
-// awaitHold waits out HoldNextClaim, if this claim is the one held, and
-// reports whether its caller is still there.
+// awaitHold waits out HoldNextClaims, if this claim is one of those held,
+// and reports whether its caller is still there.
 func (s *Server) awaitHold(caller context.Context) bool {
-	if hold := s.claimHold.Swap(nil); hold != nil {
-		select {
-		case <-*hold:
-		case <-s.stop:
-		case <-caller.Done():
-		}
+	hold := s.claimHold.Load()
+	if hold == nil {
+		return caller.Err() == nil
+	}
+	left := hold.left.Add(-1)
+	if left <= 0 {
+		s.claimHold.CompareAndSwap(hold, nil) // the last one it takes
+	}
+	if left < 0 {
+		return caller.Err() == nil // raced past the last one
+	}
+	s.counters.inc(counterClaimHeld)
+	select {
+	case <-hold.ch:
+	case <-s.stop:
+	case <-caller.Done():
 	}
 	return caller.Err() == nil
 }

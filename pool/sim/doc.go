@@ -15,11 +15,12 @@
 // An older version does not refuse what it does not know, it ignores it:
 // V1 and V2 drop a claim's metadata (not kept, not echoed) and the
 // ?metadata= filter, and V1 ignores ?claim_ref= (the listing has every row
-// the token may see). A verb a version lacks (renew, exec, ports and stats
-// before V2) is not routed: the plain router answers 404 "404 page not
-// found" as text, or 405 for a known path with another method. Before V2
-// the by-id read has no token; V1 writes "engine":"ch" in every pool key
-// and deadlines with nanosecond fractions. V3 adds advertise_addr in
+// the token may see). A verb a version lacks (renew, exec and ports before
+// V2) is not routed: the plain router answers 404 "404 page not found" as
+// text, or 405 for a known path with another method; root stats and the
+// agent relay answer on every version. Before V2 the by-id read has no
+// token and rows carry no claimed_at; V1 writes "engine":"ch" in every
+// pool key and deadlines with nanosecond fractions. V3 adds advertise_addr in
 // /v1/info, cpu_count, mem_total_bytes and failed on rows, the passive root
 // relay and exec's 503; V4 the tenant database (TenantDBDown) and renew's
 // 403 for a removed tenant, and tenant on rows. Every version lets a tenant

@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -41,16 +42,28 @@ func (s *Server) SetClaimLatency(d time.Duration) { s.claimLatency.Store(int64(m
 // claim, unless FinishDetachedClaims is set: then it finishes, which lets a
 // test order "the caller gave up and was served another VM" before "the
 // first VM exists" without guessing a latency.
-func (s *Server) HoldNextClaim() (release func()) {
-	ch := make(chan struct{})
-	s.claimHold.Store(&ch)
+func (s *Server) HoldNextClaim() (release func()) { return s.HoldNextClaims(1) }
+
+// HoldNextClaims is HoldNextClaim for the next n claims to arrive: each
+// waits until release. The "claim_held" counter counts the claims that
+// began such a wait, so a test can wait until n are held.
+func (s *Server) HoldNextClaims(n int) (release func()) {
+	h := &claimHold{ch: make(chan struct{})}
+	h.left.Store(int64(n))
+	s.claimHold.Store(h)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			s.claimHold.CompareAndSwap(&ch, nil)
-			close(ch)
+			s.claimHold.CompareAndSwap(h, nil)
+			close(h.ch)
 		})
 	}
+}
+
+// claimHold is one HoldNextClaims: left is how many more claims it takes.
+type claimHold struct {
+	ch   chan struct{}
+	left atomic.Int64
 }
 
 // SetMesh turns warm-miss and peer-template redirects on or off. It leaves

@@ -22,6 +22,7 @@ const (
 	counterClaimRedirect   = "claim_redirect"
 	counterClaimCancelled  = "claim_cancelled"
 	counterClaimAnswerLost = "claim_answer_lost"
+	counterClaimHeld       = "claim_held" // a claim that waited on HoldNextClaims
 	counterReleaseOK       = "release_ok"
 	counterReleaseNotFound = "release_notfound"
 	counterRenewOK         = "renew_ok"
@@ -31,7 +32,7 @@ const (
 
 var counterNames = []string{
 	pool.VerbClaim, counterClaimOK, counterClaimCapacity, counterClaimError, counterClaimRedirect,
-	counterClaimCancelled, counterClaimAnswerLost,
+	counterClaimCancelled, counterClaimAnswerLost, counterClaimHeld,
 	pool.VerbRelease, counterReleaseOK, counterReleaseNotFound,
 	verbRenew, counterRenewOK,
 	pool.VerbList, counterListFull, pool.VerbGet, pool.VerbInfo, pool.VerbStats,
@@ -61,7 +62,8 @@ func (cs *counterSet) inc(name string) {
 // "claim_error", "claim_redirect" (every redirect answer),
 // "claim_cancelled" (its caller went away before the VM was made: none
 // was), "claim_answer_lost" (made and counted in claim_ok, but never
-// answered: see Config.LoseAnswerRate), "release",
+// answered: see Config.LoseAnswerRate), "claim_held" (claims that waited
+// on HoldNextClaims), "release",
 // "release_ok", "release_notfound" (unknown id or wrong token), "renew",
 // "renew_ok", "list", "list_full" (listings answered with no filter: every
 // listing of a server without ?claim_ref=, and every unfiltered one),

@@ -33,6 +33,9 @@ func (s *Server) presentRow(sb pool.Sandbox, token bool) any {
 	if !s.api.TenantAPI {
 		sb.Tenant = ""
 	}
+	if !s.api.ClaimedAt {
+		sb.ClaimedAt = nil // V1: the index keeps it (it orders the listing), rows do not
+	}
 	if !s.api.RowSizes {
 		sb.CPUCount, sb.MemTotalBytes = 0, 0
 	}

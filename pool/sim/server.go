@@ -39,8 +39,8 @@ type Server struct {
 	loseAnswer   atomic.Uint64 // math.Float64bits
 	maxClaims    atomic.Int64
 	capacity     atomic.Pointer[string]
-	claimLatency atomic.Int64                  // time.Duration
-	claimHold    atomic.Pointer[chan struct{}] // see HoldNextClaim
+	claimLatency atomic.Int64              // time.Duration
+	claimHold    atomic.Pointer[claimHold] // see HoldNextClaims
 	mesh         atomic.Bool
 	draining     atomic.Bool
 	tenantDBDown atomic.Bool
@@ -125,8 +125,7 @@ func (s *Server) routes() *http.ServeMux {
 		{s.api.Stats, "GET /v1/sandboxes/{id}/stats", pool.VerbStats, s.handleStats},
 		{s.api.Exec, "POST /v1/sandboxes/{id}/exec", pool.VerbExec, s.handleExec},
 		{s.api.Ports, "GET /v1/sandboxes/{id}/ports/{port}", pool.VerbPorts, s.handlePorts},
-		// The agent relay is gated with the other guest verbs (V2+).
-		{s.api.Exec, "GET /v1/sandboxes/{id}/agent", pool.VerbAgent, s.handleAgent},
+		{s.api.Agent, "GET /v1/sandboxes/{id}/agent", pool.VerbAgent, s.handleAgent},
 	} {
 		if v.has {
 			m.Handle(v.pattern, s.route(v.verb, v.h))

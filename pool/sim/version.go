@@ -35,9 +35,15 @@ type Features struct {
 	// TokenRead: GET /v1/sandboxes/{id} carries the sandbox's token for
 	// the root token.
 	TokenRead bool
-	// The verbs POST .../renew, POST .../exec, GET .../ports/{port} and GET
-	// .../stats.
-	Renew, Exec, Ports, Stats bool
+	// ClaimedAt: rows carry claimed_at. Without it (V1) a row says nothing
+	// of a VM's age but its deadline.
+	ClaimedAt bool
+	// The verbs POST .../renew, POST .../exec and GET .../ports/{port}
+	// (V2+).
+	Renew, Exec, Ports bool
+	// The verbs GET .../stats (root) and GET .../agent, the silkd relay:
+	// both answer on every version emulated, V1 included.
+	Stats, Agent bool
 	// Metadata: a claim's metadata is validated, kept and echoed on rows,
 	// and ?metadata=k=v filters the listing (400 for a bad pair). Without
 	// it both are ignored, even when malformed.
@@ -68,8 +74,8 @@ type Features struct {
 
 // apiVersions is the version table, built cumulatively.
 var apiVersions = func() map[string]Features {
-	v1 := Features{EngineInKey: true, NanosecondDeadlines: true}
-	v2 := Features{ClaimRefFilter: true, TokenRead: true, Renew: true, Exec: true, Ports: true, Stats: true}
+	v1 := Features{Stats: true, Agent: true, EngineInKey: true, NanosecondDeadlines: true}
+	v2 := Features{ClaimRefFilter: true, TokenRead: true, ClaimedAt: true, Renew: true, Exec: true, Ports: true, Stats: true, Agent: true}
 	v3 := v2
 	v3.Metadata, v3.RowSizes, v3.FailedVMMs, v3.AdvertiseAddr, v3.PassiveRootRelay, v3.ExecBudget = true, true, true, true, true, true
 	v4 := v3

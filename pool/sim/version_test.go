@@ -14,7 +14,8 @@ import (
 // since is the first version with each behaviour, as sandboxd's own
 // history has it: the oracle the profiles are checked against.
 var since = map[string]string{
-	"claim_ref_filter": sim.V2, "token_read": sim.V2, "renew": sim.V2, "exec": sim.V2, "ports": sim.V2, "stats": sim.V2,
+	"stats": sim.V1, "agent": sim.V1,
+	"claim_ref_filter": sim.V2, "token_read": sim.V2, "claimed_at": sim.V2, "renew": sim.V2, "exec": sim.V2, "ports": sim.V2,
 	"metadata": sim.V3, "advertise_addr": sim.V3, "passive_relay": sim.V3,
 	"tenant_db": sim.V4,
 }
@@ -37,6 +38,7 @@ func TestAPIVersionProfiles(t *testing.T) {
 				{"exec", "POST", "/v1/sandboxes/" + mine.ID + "/exec"},
 				{"stats", "GET", "/v1/sandboxes/" + mine.ID + "/stats"},
 				{"ports", "GET", "/v1/sandboxes/" + mine.ID + "/ports/1"},
+				{"agent", "GET", "/v1/sandboxes/" + mine.ID + "/agent"},
 			}
 			for _, vb := range verbs {
 				resp, body := n.send(vb.method, vb.path, rootToken, nil)
@@ -95,6 +97,14 @@ func TestAPIVersionProfiles(t *testing.T) {
 			for what, doc := range map[string][]byte{"info": info, "list": list} {
 				if strings.Contains(string(doc), `"engine":"ch"`) != (v == sim.V1) {
 					t.Errorf("%s %s: want engine in keys %v", what, doc, v == sim.V1)
+				}
+			}
+
+			// Rows carry claimed_at from V2; a V1 row has no age but its
+			// deadline, in the listing as in the by-id read.
+			for what, doc := range map[string][]byte{"list": list, "by-id read": body} {
+				if strings.Contains(string(doc), `"claimed_at"`) != has(v, "claimed_at") {
+					t.Errorf("%s %s: want claimed_at %v", what, doc, has(v, "claimed_at"))
 				}
 			}
 
