@@ -89,8 +89,17 @@ FUZZTIME ?= 10m
 fuzz:
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
-lint:
+# staticcheck, pinned in tools/staticcheck and cached like the control
+# plane; built only for make lint.
+lint-tools:
+	bash scripts/build-tools.sh staticcheck
+
+# go vet, go mod tidy, gofmt, staticcheck (with the tests; its checks are
+# chosen in staticcheck.conf) and the import rule of docs/architecture.md.
+lint: lint-tools
 	$(GO) vet ./...
+	$(BIN)/staticcheck -tests ./...
+	$(GO) test -count=1 -run '^TestImportRule$$' ./internal/importrule/
 	@$(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change go.mod or go.sum (run go mod tidy):"; $(GO) mod tidy -diff; exit 1; }
 	@files="$$(find . -type f -name '*.go' -not -path './.*' -not -path './$(BIN)/*')"; \
 	bad="$$(gofmt -l $$files)"; \
