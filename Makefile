@@ -1,5 +1,7 @@
 # vk-sandbox build, test and lint entry points. CI runs .ci/run, which runs
-# `make test` and `make lint`.
+# `make test`, `make mutants`, `make test-observability`, `make lint`,
+# `make demo` and `make release-snapshot` (checked by
+# scripts/check-release.sh), every step even after one fails.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -25,7 +27,7 @@ TEST_FLAGS   ?=
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.stampedCommit=$(COMMIT)
 
-.PHONY: build build-linux tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst bench-fleet bench-interactive plots clean demo demo-observability mutants release-tools release-snapshot
+.PHONY: build build-linux tools demo-tools lint-tools obs-tools test test-reliability test-observability observability-screenshot fuzz lint bench bench-compare bench-baseline bench-burst bench-fleet bench-interactive plots clean demo demo-observability mutants release-tools release-snapshot
 
 build:
 	$(GO) build ./...
@@ -45,6 +47,10 @@ build-linux:
 # cached outside the clone and linked into bin/.
 tools:
 	bash scripts/build-tools.sh
+
+# What the demo runs, and nothing the tests alone need.
+demo-tools:
+	bash scripts/build-tools.sh etcd kube-apiserver
 
 test: tools
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
@@ -83,8 +89,17 @@ FUZZTIME ?= 10m
 fuzz:
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
-lint:
+# staticcheck, pinned in tools/staticcheck and cached like the control
+# plane; built only for make lint.
+lint-tools:
+	bash scripts/build-tools.sh staticcheck
+
+# go vet, go mod tidy, gofmt, staticcheck (with the tests; its checks are
+# chosen in staticcheck.conf) and the import rule of docs/architecture.md.
+lint: lint-tools
 	$(GO) vet ./...
+	$(BIN)/staticcheck -tests ./...
+	$(GO) test -count=1 -run '^TestImportRule$$' ./internal/importrule/
 	@$(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change go.mod or go.sum (run go mod tidy):"; $(GO) mod tidy -diff; exit 1; }
 	@files="$$(find . -type f -name '*.go' -not -path './.*' -not -path './$(BIN)/*')"; \
 	bad="$$(gofmt -l $$files)"; \
@@ -157,12 +172,12 @@ clean:
 # The local demo: etcd + kube-apiserver, the sandboxd emulator and
 # vk-sandbox, then claim → preserve → adopt → release. It stays up for
 # kubectl when run from a terminal (-hold), and exits when it is not.
-demo: tools
+demo: demo-tools
 	$(GO) run ./cmd/vk-sandbox-demo $(DEMO_FLAGS)
 
 # The demo with its traces in a real Jaeger (and its metrics in a real
 # Prometheus when one is installed); it prints the URLs to open.
-demo-observability: tools obs-tools
+demo-observability: demo-tools obs-tools
 	$(GO) run ./cmd/vk-sandbox-demo -observability $(DEMO_FLAGS)
 
 # The mutation check of docs/reliability.md ("Mutation check"): each

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -703,7 +704,9 @@ func TestAlertsUseExportedMetrics(t *testing.T) {
 	// Poll: the orphan gauges and the inventory counter appear after their
 	// first loop, the decision after the release.
 	var missing []string
-	for deadline := time.Now().Add(waitFor); ; time.Sleep(200 * time.Millisecond) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	testkit.Eventually(ctx, func(context.Context) (bool, error) {
 		s := scrape(t, scrapeURL)
 		missing = missing[:0]
 		for _, r := range rules {
@@ -722,10 +725,8 @@ func TestAlertsUseExportedMetrics(t *testing.T) {
 				}
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(missing) == 0, nil
+	})
 	if len(missing) > 0 {
 		t.Errorf("alerts read series the binary does not export (after %s): %v", waitFor, missing)
 	}

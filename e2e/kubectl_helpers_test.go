@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	//lint:ignore SA1019 client-go v0.37.2's portforward dialers still return this package's Dialer, a type distinct from k8s.io/streaming's
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/portforward"

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
@@ -136,12 +137,12 @@ func (n *vkNode) r1Kill(rec *r1Recorder) error {
 		return err
 	}
 	n.srv.CloseClientConnections()
-	deadline := time.Now().Add(waitFor)
-	for rec.openConns() > 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("emulator still serving %d connections of the killed vk-sandbox after %v", rec.openConns(), waitFor)
-		}
-		time.Sleep(5 * time.Millisecond) // polling the connection count, with a deadline
+	// The killer's goroutine may not fail the test: it returns the error.
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	closed, _ := testkit.Eventually(ctx, func(context.Context) (bool, error) { return rec.openConns() == 0, nil })
+	if !closed {
+		return fmt.Errorf("emulator still serving %d connections of the killed vk-sandbox after %v", rec.openConns(), waitFor)
 	}
 	return nil
 }
@@ -203,27 +204,21 @@ func r1ReadState(path string) (map[string]r1Row, error) {
 // r1Settle waits until the emulator holds no sandbox, or the deadline; it
 // returns what is left.
 func r1Settle(ctx context.Context, s *sim.Server, d time.Duration) []pool.Sandbox {
-	deadline := time.Now().Add(d)
-	for {
-		left := s.Sandboxes()
-		if len(left) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			return left
-		}
-		time.Sleep(50 * time.Millisecond) // polling the emulator, with a deadline
-	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	testkit.Eventually(ctx, func(context.Context) (bool, error) { return len(s.Sandboxes()) == 0, nil })
+	return s.Sandboxes()
 }
 
 // r1SettleState waits until the state file at path holds no row, or until
 // d has passed; the caller asserts what is left.
 func r1SettleState(ctx context.Context, path string, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	testkit.Eventually(ctx, func(context.Context) (bool, error) {
 		rows, err := r1ReadState(path)
-		if (err == nil && len(rows) == 0) || time.Now().After(deadline) || ctx.Err() != nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // polling the file, with a deadline
-	}
+		return err == nil && len(rows) == 0, nil
+	})
 }
 
 // r1LogLines returns the lines of the emulator's request log, then of

@@ -220,7 +220,7 @@ func claimTree(all tracetest.SpanStubs, ns, name string) []sdktrace.ReadOnlySpan
 func stubAttr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

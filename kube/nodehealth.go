@@ -17,7 +17,7 @@ import (
 // the scheduler from binding Pods while sandboxd cannot take claims.
 const (
 	ConditionSandboxdReady   corev1.NodeConditionType = "SandboxdReady"
-	TaintSandboxdUnavailable                          = "sandbox.cocoonstack.io/sandboxd-unavailable"
+	TaintSandboxdUnavailable string                   = "sandbox.cocoonstack.io/sandboxd-unavailable"
 )
 
 // SandboxdReady condition reasons.

@@ -68,12 +68,6 @@ func (c *podCache) list() []*corev1.Pod {
 	return out
 }
 
-func (c *podCache) len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.m)
-}
-
 // revise returns a new entry made from pod: a struct copy with an
 // annotations map of its own, for the caller to change its annotations
 // and replace its status. Everything else (spec, labels, owner references,

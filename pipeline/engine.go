@@ -70,7 +70,7 @@ func New(cfg Config) (*Engine, error) {
 		verified: make(chan struct{}), listed: make(chan struct{}),
 	}
 	for i := 0; i < cfg.Shards; i++ {
-		e.shards = append(e.shards, newShard(i, cfg.QueueDepth, cfg.RequeueMin, cfg.RequeueMax))
+		e.shards = append(e.shards, newShard(i, cfg.QueueDepth, cfg.RequeueMin, cfg.RequeueMax, cfg.Clock))
 	}
 	if n := e.keys.quarantineAll(); n > 0 {
 		e.log.Info("claims loaded from the state file are quarantined until sandboxd vouches for them", "rows", n)

@@ -25,7 +25,10 @@ type loopClock struct {
 	*clocktesting.FakeClock
 	start time.Time
 	rep   *reporter
-	loops int // how many loops tick on it
+	// tickers is how many tickers it has once the loops run: one a loop,
+	// and the heartbeat of each shard's workqueue, which reads Config.Clock
+	// too. A retry waiting in a workqueue adds a timer.
+	tickers int
 }
 
 // driveLoops turns the named loops (pipeline.Loop*) on in cfg, every
@@ -51,7 +54,11 @@ func driveLoops(cfg *pipeline.Config, loops ...string) *loopClock {
 	start := time.Now().Truncate(time.Second)
 	clk := clocktesting.NewFakeClock(start)
 	cfg.Clock = clk
-	return &loopClock{FakeClock: clk, start: start, rep: cfg.Observer.(*reporter), loops: len(loops)}
+	shards := cfg.Shards
+	if shards == 0 {
+		shards = pipeline.Defaults.Shards
+	}
+	return &loopClock{FakeClock: clk, start: start, rep: cfg.Observer.(*reporter), tickers: len(loops) + shards}
 }
 
 // newLoopRig is newRig with the named loops driven by the returned clock.
@@ -96,7 +103,7 @@ func (c *loopClock) passAt(t testing.TB, loop string, at time.Time) {
 		t.Fatalf("%s pass asked at %s, before the next tick %s", loop, at.Format(time.RFC3339Nano), next.Format(time.RFC3339Nano))
 	}
 	// A ticker made after the step would count its interval from there.
-	testkit.WaitFor(t, waitTimeout, "the loops' tickers", func() bool { return c.Waiters() >= c.loops })
+	testkit.WaitFor(t, waitTimeout, "the loops' tickers", func() bool { return c.Waiters() >= c.tickers })
 	passes := func() int { return countOf(c.rep.snapshot(), "pass", "", loop) }
 	n := passes()
 	c.SetTime(at)

@@ -77,6 +77,14 @@ func (r *record) idle() bool {
 // Create and Delete move current and the tombstones (a transaction checks
 // live under the key lock), the startup listing marks a key unsettled,
 // and a failed lease listing delays the key's next look.
+//
+// Lock order (its one statement): a key's lock (record.lock) is outermost
+// and held across IO. Under it idMu, which holdTentative holds while it
+// takes, each in turn and never together, the store's mu (Store.Holder)
+// and a record shard's mu (update). A record shard's mu and a workqueue
+// shard's mu (shard.mu) are innermost: nothing is locked while one is
+// held, except tryLock's TryLock of a key lock, which never waits; lock
+// takes a key lock only after it has released the shard's mu.
 type records struct {
 	st     Store
 	seed   maphash.Seed

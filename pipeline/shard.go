@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 )
 
 // queued is the intent recorded for one UID plus its trace context.
@@ -43,11 +44,17 @@ type shard struct {
 	intents map[string]*queued
 }
 
-func newShard(id, depth int, minRetry, maxRetry time.Duration) *shard {
+func newShard(id, depth int, minRetry, maxRetry time.Duration, clk clock.WithTicker) *shard {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetry, maxRetry)
+	// The retry delays (AddRateLimited) run on Config.Clock like every other
+	// time the engine reads. No Name: a named queue reports to client-go's
+	// process-wide metrics provider, which k8s.io/apiserver sets to the
+	// component-base legacy registry that this node never serves, at the
+	// cost of clock reads on every Add and Get and a goroutine per shard.
+	cfg := workqueue.TypedRateLimitingQueueConfig[string]{Clock: clk}
 	return &shard{
 		id:      id,
-		q:       workqueue.NewTypedRateLimitingQueue[string](rl),
+		q:       workqueue.NewTypedRateLimitingQueueWithConfig[string](rl, cfg),
 		slots:   make(chan struct{}, depth),
 		intents: map[string]*queued{},
 	}

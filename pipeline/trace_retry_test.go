@@ -98,7 +98,7 @@ func only(t *testing.T, tree []tracetest.SpanStub, p tracetest.SpanStub, name st
 func strAttr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -184,7 +184,7 @@ func TestTraceShowsAClaimRetriedAfterA500(t *testing.T) {
 		t.Fatalf("claim.reconcile of ns/retry-500 has %d claim.retry events, want 1: %+v", len(evs), sf.Events)
 	}
 	if n, ok := eventAttr(evs[0], "attempt"); !ok || n.AsInt64() != 1 {
-		t.Errorf("claim.retry event of ns/retry-500: attempt = %v, want 1", n.Emit())
+		t.Errorf("claim.retry event of ns/retry-500: attempt = %v, want 1", n.String())
 	}
 	if e, _ := eventAttr(evs[0], "error"); !strings.Contains(e.AsString(), "500") {
 		t.Errorf("claim.retry event of ns/retry-500 does not name the 500: %q", e.AsString())

@@ -6,8 +6,10 @@
 # controller, vk-chartcheck: Helm's renderer and Prometheus's rule parser
 # for the chart tests); arguments name tools or tools modules to build instead, e.g.
 # `build-tools.sh jaeger vk-jaegerui` for make demo-observability and
-# make test-observability, or `build-tools.sh release` (goreleaser and
-# cyclonedx-gomod, tools/release) for make release-snapshot.
+# make test-observability, `build-tools.sh release` (goreleaser and
+# cyclonedx-gomod, tools/release) for make release-snapshot,
+# `build-tools.sh staticcheck` (tools/staticcheck) for make lint, or
+# `build-tools.sh etcd kube-apiserver` for make demo.
 #
 # Cache: ${VK_TOOLS_CACHE:-$HOME/.cache/vk-sandbox-tools}/<dir>-<key>/, one
 # directory per tools module, where <key> is a short sha256 of that module's
@@ -38,6 +40,7 @@ TOOLS=(
 	"vk-jaegerui    jaegerui github.com/cocoonstack/vk-sandbox/tools/jaegerui extra"
 	"goreleaser     release github.com/goreleaser/goreleaser/v2 extra"
 	"cyclonedx-gomod release github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod extra"
+	"staticcheck    staticcheck honnef.co/go/tools/cmd/staticcheck extra"
 )
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

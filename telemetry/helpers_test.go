@@ -176,7 +176,7 @@ func assertResource(t *testing.T, res *resource.Resource, want map[string]string
 	t.Helper()
 	got := map[string]string{}
 	for _, kv := range res.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range want {
 		if got[k] != v {

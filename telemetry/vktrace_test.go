@@ -53,7 +53,7 @@ func TestRecordedVirtualKubeletSpanGetsFieldsAndLogLines(t *testing.T) {
 	}
 	want := map[attribute.Key]string{"key": "ns/p", "requeues": "2"}
 	for _, a := range attrs {
-		if w, ok := want[a.Key]; ok && a.Value.Emit() == w {
+		if w, ok := want[a.Key]; ok && a.Value.String() == w {
 			delete(want, a.Key)
 		}
 	}

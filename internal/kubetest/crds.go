@@ -56,7 +56,7 @@ func (e *Env) InstallCRDs(ctx context.Context, paths ...string) error {
 }
 
 // InstallCRDBytes is InstallCRDs for manifests already in memory, such as
-// go:embed files.
+// files embedded with go:embed.
 func (e *Env) InstallCRDBytes(ctx context.Context, manifests ...[]byte) error {
 	sources := make([]string, len(manifests))
 	for i := range manifests {

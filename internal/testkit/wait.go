@@ -32,18 +32,29 @@ func WaitForCtx(t testing.TB, within time.Duration, what string, cond func(ctx c
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
+	ok, err := Eventually(ctx, cond)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+	if !ok {
+		t.Fatalf("timed out after %v waiting for %s", within, what)
+	}
+}
+
+// Eventually polls cond on WaitFor's schedule until it holds, it fails, or
+// ctx ends, and says whether it held. It is WaitFor for a caller that
+// reports the outcome itself: a goroutine that may not fail the test, or a
+// caller that then asserts what is left.
+func Eventually(ctx context.Context, cond func(ctx context.Context) (bool, error)) (bool, error) {
 	interval := firstInterval
 	for {
 		ok, err := cond(ctx)
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
+		if err != nil || ok {
+			return ok, err
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s", within, what)
+			return false, nil
 		case <-time.After(interval):
 		}
 		interval = min(2*interval, maxInterval)

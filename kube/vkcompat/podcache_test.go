@@ -17,7 +17,7 @@ func TestThePodCacheHoldsNoManagedFieldsAndStampsTheOwnUID(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1",
 		Annotations: map[string]string{annPodUID: "u0-of-the-replaced-pod", annTemplate: "t"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "creator", Operation: metav1.ManagedFieldsOperationUpdate,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}},
 		Spec: corev1.PodSpec{NodeName: "n"}}
 	f := informers.NewSharedInformerFactoryWithOptions(fake.NewClientset(pod), 0, informers.WithTransform(PodCacheTransform(annPodUID)))
 	lister := f.Core().V1().Pods().Lister()

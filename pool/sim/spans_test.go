@@ -68,7 +68,7 @@ func TestServerSpanPerRequestJoinsTheCallersTrace(t *testing.T) {
 	}{{500, "500", codes.Error}, {200, "", codes.Unset}} {
 		s := spans[i]
 		attrs := attribute.NewSet(s.Attributes...)
-		str := func(k string) string { v, _ := attrs.Value(attribute.Key(k)); return v.Emit() }
+		str := func(k string) string { v, _ := attrs.Value(attribute.Key(k)); return v.String() }
 		switch {
 		case s.Name != "POST /v1/claim" || s.SpanKind != trace.SpanKindServer:
 			t.Errorf("span %d: %q kind %v, want a server span POST /v1/claim", i, s.Name, s.SpanKind)
@@ -82,7 +82,7 @@ func TestServerSpanPerRequestJoinsTheCallersTrace(t *testing.T) {
 			t.Errorf("span %d status %v, want %v", i, s.Status.Code, want.code)
 		}
 		for _, kv := range s.Attributes {
-			if bytes.Contains([]byte(kv.Value.Emit()), []byte(rootToken)) {
+			if bytes.Contains([]byte(kv.Value.String()), []byte(rootToken)) {
 				t.Errorf("span %d attribute %s holds the token", i, kv.Key)
 			}
 		}

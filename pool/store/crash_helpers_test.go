@@ -170,7 +170,7 @@ func runStorm(t *testing.T, path string, run int, delay time.Duration) ([]string
 		cmd.Process.Kill()
 		return nil, fmt.Errorf("child not ready after 30s")
 	}
-	time.Sleep(delay)
+	time.Sleep(delay) // the random kill point is what is tested, not a wait for a condition
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return nil, err
 	}

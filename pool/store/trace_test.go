@@ -28,16 +28,16 @@ func TestCommitAnnotatesTheCallersSpan(t *testing.T) {
 		got[kv.Key] = kv.Value
 	}
 	if v := got["vksandbox.store.batch_size"]; v.AsInt64() != 1 {
-		t.Errorf("batch_size = %v, want 1", v.Emit())
+		t.Errorf("batch_size = %v, want 1", v.String())
 	}
 	if v := got["vksandbox.store.bytes"]; v.AsInt64() < 100 {
-		t.Errorf("bytes = %v, want the record's size", v.Emit())
+		t.Errorf("bytes = %v, want the record's size", v.String())
 	}
 	if v, ok := got["vksandbox.store.fsync_ms"]; !ok || v.AsFloat64() <= 0 {
-		t.Errorf("fsync_ms = %v (present %v), want a positive duration with fsync on", v.Emit(), ok)
+		t.Errorf("fsync_ms = %v (present %v), want a positive duration with fsync on", v.String(), ok)
 	}
 	for k, v := range got {
-		if v.Emit() == testClaim(1).Token {
+		if v.String() == testClaim(1).Token {
 			t.Errorf("attribute %s carries the token", k)
 		}
 	}

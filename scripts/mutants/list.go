@@ -65,7 +65,7 @@ func parseList(data []byte) ([]*mutation, error) {
 		switch {
 		case strings.HasPrefix(line, "|"):
 			if text == nil {
-				return nil, fmt.Errorf("line %d: a text line outside find: or replace:", n)
+				return nil, fmt.Errorf("line %d: a text line outside the find and replace sections", n)
 			}
 			*text = append(*text, line[1:])
 			continue
@@ -134,7 +134,7 @@ func parseList(data []byte) ([]*mutation, error) {
 	for _, m := range muts {
 		for _, k := range []string{"title", "file", "pkgs", "run", "why", "find", "replace"} {
 			if !seen[m.ID][k] {
-				return nil, fmt.Errorf("mutation %s (line %d): no %s:", m.ID, m.line, k)
+				return nil, fmt.Errorf("mutation %s (line %d): no %q field", m.ID, m.line, k+":")
 			}
 		}
 		m.Find = strings.Join(*finds[m], "\n")

@@ -48,7 +48,7 @@ func shownAttributes(kvs []attribute.KeyValue, allow []string) []string {
 		if !allowed(k, allow) {
 			continue
 		}
-		v := kv.Value.Emit()
+		v := kv.Value.String()
 		if strings.HasPrefix(k, "url.") {
 			v, _, _ = strings.Cut(v, "?")
 			v, _, _ = strings.Cut(v, "#")
