@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +31,7 @@ import (
 
 // BenchmarkClientClaim is the client's cost of one claim exchange over
 // loopback HTTP, one call at a time, against the emulator in a process of
-// its own (cmd/sandboxd-sim, zero claim latency, a warm pool that refills
+// its own (a fresh one for each case) (cmd/sandboxd-sim, zero claim latency, a warm pool that refills
 // at once and no cold-boot delay), so that cpu-µs/op is the client's CPU
 // only:
 //
@@ -38,17 +39,20 @@ import (
 //     transport settings, encoding/json both ways into a small struct.
 //   - client=pool is pool.Client as the daemon builds it: telemetry.Setup
 //     with no exporter (spans carry ids, are not recorded), the metrics
-//     Observer, the default otelhttp transport.
+//     Observer, the default transport.
 //   - client=pool-sampled is the same with every span recorded and handed
 //     to a batch processor (tracing on; export itself is off the hot path).
 //
 // cpu-µs/op is process CPU per claim (getrusage), which a loaded, shared
 // host distorts less than ns/op; p50-µs and p99-µs are per-claim latency.
 func BenchmarkClientClaim(b *testing.B) {
-	url := startSimProcess(b)
-	b.Run("client=raw", func(b *testing.B) { benchClaims(b, rawClaimer(b, url)) })
-	b.Run("client=pool", func(b *testing.B) { benchClaims(b, poolClaimer(b, url, false)) })
-	b.Run("client=pool-sampled", func(b *testing.B) { benchClaims(b, poolClaimer(b, url, true)) })
+	b.Run("client=raw", func(b *testing.B) { benchClaims(b, rawClaimer) })
+	b.Run("client=pool", func(b *testing.B) {
+		benchClaims(b, func(b *testing.B, url string) func(context.Context) error { return poolClaimer(b, url, false) })
+	})
+	b.Run("client=pool-sampled", func(b *testing.B) {
+		benchClaims(b, func(b *testing.B, url string) func(context.Context) error { return poolClaimer(b, url, true) })
+	})
 }
 
 // benchIdleConns is the transport's idle pool on both sides, as the daemon
@@ -57,7 +61,12 @@ const benchIdleConns = 256
 
 var benchClaimReq = pool.ClaimRequest{Template: "default", TTLSeconds: 3600, ClaimRef: "bench/p-000000"}
 
-func benchClaims(b *testing.B, claim func(context.Context) error) {
+// benchClaims measures the claims of the client that build makes, against
+// an emulator of its own: each case meets the same fresh server, whose
+// index grows by b.N rows (a larger index would answer more slowly, and a
+// client waiting longer spends more CPU parking and waking).
+func benchClaims(b *testing.B, build func(b *testing.B, url string) func(context.Context) error) {
+	claim := build(b, startSimProcess(b))
 	ctx := context.Background()
 	for range 8 { // the connection dialled, the first-call paths taken
 		if err := claim(ctx); err != nil {
@@ -193,7 +202,10 @@ func startSimProcess(b *testing.B) string {
 		afterRun = append(afterRun, func() { _ = os.RemoveAll(simBin.dir) })
 		simBin.path = filepath.Join(simBin.dir, "sandboxd-sim")
 		cmd := exec.Command("go", "build", "-o", simBin.path, "github.com/cocoonstack/vk-sandbox/cmd/sandboxd-sim")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		// From this file's directory, so that a test binary built with
+		// go test -c may run from anywhere.
+		_, self, _, _ := runtime.Caller(0)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = filepath.Dir(self), os.Stderr, os.Stderr
 		simBin.err = cmd.Run()
 	})
 	if simBin.err != nil {
