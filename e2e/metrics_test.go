@@ -111,10 +111,10 @@ func TestMetricsMoveWithClaimsAndDecisions(t *testing.T) {
 	if after.get("vksandbox_build_info") != 1 || !after.has("vksandbox_build_info", "version", "dev") {
 		t.Errorf("vksandbox_build_info: %v, want 1 with version=\"dev\" (an unstamped build)", after["vksandbox_build_info"])
 	}
-	// The sandboxd client's own otelhttp metrics would repeat
-	// vksandbox_sandboxd_*; they are off.
+	// HTTP client metrics of the sandboxd client would repeat
+	// vksandbox_sandboxd_*; it makes none.
 	if n := after.names("http_client_"); len(n) != 0 {
-		t.Errorf("otelhttp client families reach /metrics: %v", n)
+		t.Errorf("http_client_* families reach /metrics: %v", n)
 	}
 	// The exposed vksandbox_* names, for the dashboard and docs.
 	t.Logf("exposed vksandbox series names:\n  %s", strings.Join(after.names("vksandbox_"), "\n  "))

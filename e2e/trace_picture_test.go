@@ -121,7 +121,7 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(s.Handler())
-	// Built after Setup: otelhttp takes its tracer when the transport is made.
+	// Built after Setup: a pool.Client takes its tracer when it is built.
 	sbx, err := pool.NewClient(pool.ClientOptions{BaseURL: srv.URL, Token: rootToken, Observer: tel.Metrics.SandboxdObserver()})
 	if err != nil {
 		t.Fatal(err)

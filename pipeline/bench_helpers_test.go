@@ -3,13 +3,13 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
@@ -56,9 +56,9 @@ func benchClaim(b *testing.B, conc int, fsync, inproc bool) {
 	lats := make([]time.Duration, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, start := processCPU(), time.Now()
+	cpu0, start := testkit.ProcessCPU(), time.Now()
 	run("p", b.N, lats)
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	elapsed, cpu := time.Since(start), testkit.ProcessCPU()-cpu0
 	b.StopTimer()
 	if err := rep.failure(); err != "" {
 		b.Fatal(err)
@@ -69,13 +69,8 @@ func benchClaim(b *testing.B, conc int, fsync, inproc bool) {
 }
 
 func reportLatency(b *testing.B, elapsed time.Duration, lats []time.Duration) {
-	slices.Sort(lats)
-	pct := func(p float64) float64 {
-		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Nanoseconds()) / 1e3
-	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "claims/s")
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
+	testkit.ReportLatencies(b, lats)
 }
 
 // benchReporter wakes the one goroutine waiting for a UID's Running.

@@ -85,8 +85,8 @@ func (r goneResource) Get(_ context.Context, name string, _ metav1.GetOptions, _
 // soakTracing installs, for the test, an SDK tracer provider that samples
 // every span into a batch span processor whose exporter discards: the
 // recording and batching of production without a collector. It is set
-// before the emulator's clients are built (otelhttp takes its tracer when
-// the transport is made), and its cleanup, registered first, runs after
+// before the emulator's clients are built (a pool.Client takes its tracer
+// when it is built), and its cleanup, registered first, runs after
 // the engine has stopped.
 func soakTracing(t *testing.T) *sdktrace.TracerProvider {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discardExporter{}))

@@ -21,8 +21,8 @@ import (
 // Retry traces: errors are recorded on the span (docs/observability.md),
 // and what is retried follows the sandboxd protocol (docs/architecture.md). The engine and the real sandboxd client trace through the OTel
 // globals, so each test installs an SDK provider with a synchronous
-// in-memory exporter before it builds the emulator's clients (otelhttp
-// picks its tracer when the transport is made) and the engine.
+// in-memory exporter before it builds the emulator's clients (a
+// pool.Client takes its tracer when it is built) and the engine.
 
 // traceRig is newRig with every span recorded.
 type traceRig struct {
@@ -75,7 +75,7 @@ func (r *traceRig) transaction(t *testing.T, uid, outcome string) (tracetest.Spa
 }
 
 // childrenOf lists the spans in tree whose parent is p, in start order
-// (the in-memory exporter keeps end order, and otelhttp spans end in order).
+// (the in-memory exporter keeps end order, and the client's spans end in order).
 func childrenOf(tree []tracetest.SpanStub, p tracetest.SpanStub, name string) []tracetest.SpanStub {
 	var out []tracetest.SpanStub
 	for _, s := range tree {

@@ -1,10 +1,8 @@
 package pool
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,11 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	noopmetric "go.opentelemetry.io/otel/metric/noop"
-
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/propagation"
 )
 
 // Verbs name the calls in Observer reports, errors and span names.
@@ -51,8 +44,9 @@ type ClientOptions struct {
 	// except a Release that names its own sandbox token.
 	Token string
 	// Transport is used as is. The default is one pooled *http.Transport
-	// sized for a single host, wrapped in otelhttp so every attempt is an
-	// OTel client span and carries a W3C traceparent.
+	// sized for a single host. Whatever the transport, every attempt is an
+	// OTel client span (of the global tracer provider as it is when the
+	// Client is built) and carries a W3C traceparent.
 	Transport http.RoundTripper
 	// Observer, if set, is told about every attempt.
 	Observer Observer
@@ -96,9 +90,9 @@ type Client struct {
 	retry RetryPolicy
 	// attempt and claimAttempt bound one attempt (see ClientOptions).
 	attempt, claimAttempt time.Duration
-	// pooled is the default transport under otelhttp (nil when the caller
-	// gave one): otelhttp.Transport has no CloseIdleConnections to forward.
+	// pooled is the default transport (nil when the caller gave one).
 	pooled   *http.Transport
+	trace    clientTracer
 	tenant   atomic.Bool              // see Tenant
 	features atomic.Pointer[Features] // see Features
 	// agentRefused holds, per sandbox id, when its node last refused the
@@ -146,7 +140,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 			idle = defaultMaxIdleConns
 		}
 		pooled = pooledTransport(idle)
-		rt = instrument(pooled)
+		rt = pooled
 	}
 	c := &Client{
 		base:  u.String(),
@@ -160,6 +154,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		obs:          o.Observer,
 		retry:        o.Retry.WithDefaults(),
 		pooled:       pooled,
+		trace:        newClientTracer(u),
 		attempt:      orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
 		claimAttempt: orDefault(o.ClaimTimeout, DefaultClaimTimeout),
 		agentBudget:  newByteBudget(o.AgentBufferBudget),
@@ -188,60 +183,8 @@ func pooledTransport(idle int) *http.Transport {
 	}
 }
 
-// instrument wraps t in otelhttp so every attempt is an OTel client span
-// and carries a W3C traceparent.
-func instrument(t *http.Transport) http.RoundTripper {
-	// The propagator is explicit rather than the global one: the telemetry contract (docs/observability.md)
-	// requires W3C traceparent towards sandboxd whatever OTEL_PROPAGATORS says.
-	return otelhttp.NewTransport(inMemoryBody{t},
-		// No metrics of its own: vksandbox_sandboxd_requests_total and
-		// vksandbox_sandboxd_request_duration_seconds (the Observer) meter
-		// every attempt already, and otelhttp's http_client_* families
-		// would repeat them on /metrics.
-		otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()),
-		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-			if v, ok := r.Context().Value(verbKey{}).(string); ok {
-				return "sandboxd." + v
-			}
-			return "sandboxd " + r.Method
-		}),
-	)
-}
-
-// inMemoryBody sits between otelhttp and the *http.Transport. otelhttp
-// wraps the request body to count its bytes, which hides from net/http that
-// the body is in memory; net/http then flushes the headers on their own and
-// writes the body in a second syscall, so every claim costs two writes here
-// and two wake-ups at the server. Our bodies are small and in memory anyway:
-// reading one back into a bytes.Reader (through otelhttp's wrapper, so its
-// byte count stays right) restores a single write per request.
-type inMemoryBody struct{ next http.RoundTripper }
-
-func (t inMemoryBody) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength <= 0 || r.ContentLength > bodyLimit {
-		return t.next.RoundTrip(r)
-	}
-	data := make([]byte, r.ContentLength)
-	_, err := io.ReadFull(r.Body, data)
-	_ = r.Body.Close() // a RoundTripper closes the body it was given
-	if err != nil {
-		return nil, fmt.Errorf("read request body: %w", err)
-	}
-	// A shallow copy: a RoundTripper must not modify the caller's request.
-	r2 := *r
-	r2.Body = io.NopCloser(bytes.NewReader(data))
-	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-	return t.next.RoundTrip(&r2)
-}
-
 // CloseIdleConnections releases pooled connections (tests, shutdown).
-func (c *Client) CloseIdleConnections() {
-	c.hc.CloseIdleConnections()
-	if c.pooled != nil {
-		c.pooled.CloseIdleConnections()
-	}
-}
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {

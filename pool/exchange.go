@@ -52,8 +52,8 @@ func (c *Client) once(ctx context.Context, x exchange) (int, []byte, error) {
 }
 
 // Header values shared by every request. They are never written to:
-// net/http and otelhttp only read a request's header values or replace them
-// (Set makes a new slice; Add to a full slice copies it).
+// net/http only reads a request's header values, and the propagator
+// replaces them (Set makes a new slice; Add to a full slice copies it).
 var (
 	hdrJSON      = []string{"application/json"}
 	hdrUserAgent = []string{"vk-sandbox"}
@@ -103,7 +103,7 @@ func (c *Client) send(ctx context.Context, x exchange) (*http.Response, error) {
 	if x.body != nil {
 		body = bytes.NewReader(x.body)
 	}
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, verbKey{}, x.verb), x.method, target, body)
+	req, err := http.NewRequestWithContext(ctx, x.method, target, body)
 	if err != nil {
 		return nil, fmt.Errorf("sandboxd %s: build request: %s", subject(x.verb, x.id), scrub(err.Error(), maxMessage, c.token, x.token))
 	}
@@ -124,10 +124,16 @@ func (c *Client) send(ctx context.Context, x exchange) (*http.Response, error) {
 		req.Header["Upgrade"] = []string{x.upgrade}
 		req.Header["Connection"] = []string{"Upgrade"}
 	}
+	// The span and its traceparent, after the header map exists: every
+	// attempt is one client span, whatever the transport.
+	span := c.trace.start(ctx, x.verb, req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, c.transportErr(ctx, x, err)
+		terr := c.transportErr(ctx, x, err)
+		failed(span, err, terr.Error())
+		return nil, terr
 	}
+	resp.Body = answered(span, resp)
 	return resp, nil
 }
 
@@ -188,5 +194,3 @@ func drainClose(rc io.ReadCloser) {
 	_, _ = io.CopyN(io.Discard, rc, drainLimit)
 	_ = rc.Close()
 }
-
-type verbKey struct{}

@@ -15,7 +15,21 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(runThen{m}) }
+
+// afterRun holds what must be undone once every test and benchmark ran
+// (a binary built for the benchmarks). Tests run it from one goroutine.
+var afterRun []func()
+
+type runThen struct{ m *testing.M }
+
+func (r runThen) Run() int {
+	code := r.m.Run()
+	for _, f := range afterRun {
+		f()
+	}
+	return code
+}
 
 // Tokens with dashes are not token-shaped to the scrubber's heuristic, so
 // they are only kept out of errors by the verbatim redaction: both paths get

@@ -31,8 +31,9 @@ func (c countingConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// otelhttp's body wrapper must not cost a second write per request (headers
-// flushed alone, then the body): see inMemoryBody.
+// A request must go out in one write: a body net/http cannot see is in
+// memory (a tracing wrapper's, say) makes it flush the headers alone, then
+// the body, two wake-ups at the server per claim.
 func TestClaimRequestGoesOutInOneWrite(t *testing.T) {
 	ts := claimServer(t)
 	ts.Start()
@@ -48,7 +49,7 @@ func TestClaimRequestGoesOutInOneWrite(t *testing.T) {
 		return countingConn{Conn: c, writes: &writes}, nil
 	}
 	defer tr.CloseIdleConnections()
-	c, err := NewClient(ClientOptions{BaseURL: ts.URL, Token: "node-tok", Transport: instrument(tr)})
+	c, err := NewClient(ClientOptions{BaseURL: ts.URL, Token: "node-tok", Transport: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +64,8 @@ func TestClaimRequestGoesOutInOneWrite(t *testing.T) {
 	}
 }
 
-// otelhttp.Transport has no CloseIdleConnections, so the client must reach
-// the pooled transport under it.
+// CloseIdleConnections must reach the pooled transport, whatever sits on
+// the way to it.
 func TestCloseIdleConnectionsClosesThePooledConnection(t *testing.T) {
 	ts := claimServer(t)
 	closed := make(chan struct{}, 1)
