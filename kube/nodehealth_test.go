@@ -208,6 +208,12 @@ func TestReadinessChecksNameWhatFails(t *testing.T) {
 	if got[1].Err == nil || !strings.HasPrefix(got[1].Err.Error(), "unreachable: ") || !strings.Contains(got[1].Err.Error(), "connection refused") {
 		t.Errorf("sandboxd check = %v", got[1].Err)
 	}
+	// Readiness is serving the node: sandboxd's health is reported, and
+	// told to the scheduler by the condition and the taint, but a host
+	// whose sandboxd is down must not hold up a DaemonSet rollout.
+	if got[0].Info || !got[1].Info {
+		t.Errorf("informational lines: virtual node %v, sandboxd %v; want only sandboxd's", got[0].Info, got[1].Info)
+	}
 }
 
 // switchProbe is sandboxd up, or down once fail is set.
