@@ -196,3 +196,35 @@ func TestAHostWithSandboxdDownIsReadyAndItsNodeTainted(t *testing.T) {
 		t.Errorf("/readyz?verbose with sandboxd down: %d %q, want 200 naming the holder ok and sandboxd unreachable", code, body)
 	}
 }
+
+// A SIGKILLed process leaves its lease unexpired; its replacement on the
+// same host with the same state file is the same holder (the instance id
+// kept beside the state file) and takes the node back at once instead of
+// being refused for a lease duration.
+func TestASIGKILLedProcessOnTheSameHostTakesItsNodeBackAtOnce(t *testing.T) {
+	n := startNode(t, sim.Config{})
+	id := nodeIdentity(t, n)
+	if err := n.vk.Kill(waitFor); err != nil {
+		t.Fatal(err)
+	}
+	holder, killedAt := holderLease(t, n.Name)
+	if holder != id {
+		t.Fatalf("after SIGKILL the lease names %q, want the killed holder %q", holder, id)
+	}
+	n.start()
+	// Only the new process can write the lease now: a renewal after the
+	// kill is its acquisition. A refused start exits instead.
+	testkit.WaitFor(t, waitFor, "the restarted process took the lease", func() bool {
+		if _, exited := n.vk.Exited(); exited {
+			return true
+		}
+		holder, renewed := holderLease(t, n.Name)
+		return holder == id && renewed.After(killedAt.Time)
+	})
+	if got := nodeIdentity(t, n); got != id {
+		t.Errorf("the restarted process is %q, want the same holder %q", got, id)
+	}
+	if err, exited := n.vk.Exited(); exited {
+		t.Fatalf("the restarted process exited: %v\n%s", err, n.vk.Tail(10))
+	}
+}
