@@ -286,7 +286,8 @@ const releasedImage = "ghcr.io/cocoonstack/vk-sandbox"
 
 // A render with nothing set runs the released image at the chart's
 // appVersion, and makes the state directory 0700 before vk-sandbox
-// starts; values.schema.json refuses a value of the wrong type or name.
+// starts; values.schema.json refuses a value of the wrong type or name,
+// and an empty node.nameSuffix.
 func TestHelmChartDefaultsInstallAsTheyAre(t *testing.T) {
 	bin := chartcheck(t)
 	var ds appsv1.DaemonSet
@@ -312,6 +313,9 @@ func TestHelmChartDefaultsInstallAsTheyAre(t *testing.T) {
 		{"imge.tag=1.0", "imge"},
 		{"image.repository=", "repository"},
 		{"stateDir=relative/dir", "stateDir"},
+		// An empty suffix would name the virtual node after the host's own
+		// Node, which the process then refuses to serve on every host.
+		{"node.nameSuffix=", "nameSuffix"},
 	} {
 		_, err := runChartcheck(bin, "render", "-set", c.set, chartDir)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

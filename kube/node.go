@@ -212,6 +212,10 @@ func attachKubeletAPI(mux *http.ServeMux, p *Provider, pods corev1listers.PodLis
 		PortForward:           p.PortForward,
 		StreamIdleTimeout:     p.IdleTimeout(),
 	}, true))
+	// virtual-kubelet swaps port-forward's two timeouts (vkcompat.PortForward):
+	// its route is served here instead, with the idle timeout as the idle
+	// timeout and the kubelet's creation timeout.
+	mux.Handle(vkcompat.PortForwardRoute, vkcompat.PortForward(p.PortForward, p.IdleTimeout(), vkcompat.KubeletStreamCreationTimeout))
 }
 
 func nodeCapacity(o NodeOptions) (corev1.ResourceList, error) {

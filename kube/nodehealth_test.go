@@ -80,7 +80,7 @@ func TestSandboxdConditionReasons(t *testing.T) {
 		inMessage  string
 		usableWant bool
 	}{
-		{"answers", fakeProbe{info: pool.Info{Claimed: 3}}, corev1.ConditionTrue, ReasonSandboxdReady, "", "3 claimed", true},
+		{"answers", fakeProbe{info: pool.Info{Claimed: 3}}, corev1.ConditionTrue, ReasonSandboxdReady, "", "neither draining nor at capacity", true},
 		{"unreachable", fakeProbe{healthz: down}, corev1.ConditionFalse, ReasonSandboxdUnreachable, "unreachable", "connection refused", false},
 		{"info connection lost", fakeProbe{infoErr: down}, corev1.ConditionFalse, ReasonSandboxdUnreachable, "unreachable", "connection refused", false},
 		{"token refused", fakeProbe{infoErr: httpStatus(t, http.StatusUnauthorized)}, corev1.ConditionFalse, ReasonSandboxdTokenRefused, "token-refused", "--sandboxd-token-file", false},
@@ -208,6 +208,12 @@ func TestReadinessChecksNameWhatFails(t *testing.T) {
 	if got[1].Err == nil || !strings.HasPrefix(got[1].Err.Error(), "unreachable: ") || !strings.Contains(got[1].Err.Error(), "connection refused") {
 		t.Errorf("sandboxd check = %v", got[1].Err)
 	}
+	// Readiness is serving the node: sandboxd's health is reported, and
+	// told to the scheduler by the condition and the taint, but a host
+	// whose sandboxd is down must not hold up a DaemonSet rollout.
+	if got[0].Info || !got[1].Info {
+		t.Errorf("informational lines: virtual node %v, sandboxd %v; want only sandboxd's", got[0].Info, got[1].Info)
+	}
 }
 
 // switchProbe is sandboxd up, or down once fail is set.
@@ -229,4 +235,49 @@ func condition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition
 		}
 	}
 	return nil
+}
+
+// countingProbe is a healthy sandboxd whose claim count grows on every
+// /v1/info, as on a busy node.
+type countingProbe struct{ claimed atomic.Int64 }
+
+func (p *countingProbe) Healthz(context.Context) error { return nil }
+func (p *countingProbe) Info(context.Context) (pool.Info, error) {
+	return pool.Info{Claimed: int(p.claimed.Add(1))}, nil
+}
+
+// A healthy node whose claim count changes between checks keeps its
+// SandboxdReady condition, message included: no status write reaches
+// virtual-kubelet, and no "sandboxd health changed" is logged.
+func TestHealthyNodeWithAChangingClaimCountWritesNoNewCondition(t *testing.T) {
+	node := newNodeSpec("n")
+	cs := fake.NewClientset(node.DeepCopy())
+	probe := &countingProbe{}
+	var logs bytes.Buffer
+	s := newNodeStatus(cs.CoreV1().Nodes(), node, NodeHealthOptions{Sandboxd: probe, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	var pushed []*corev1.Node
+	s.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { pushed = append(pushed, n) })
+	if err := s.first(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	first := *condition(pushed[0], ConditionSandboxdReady)
+	for range 3 {
+		s.tick(t.Context())
+	}
+	if probe.claimed.Load() < 4 {
+		t.Fatalf("the probe was asked %d times, want 4", probe.claimed.Load())
+	}
+	if len(pushed) != 1 {
+		t.Errorf("%d status pushes while healthy with a changing claim count, want 1 (the first); the last SandboxdReady: %+v",
+			len(pushed), condition(pushed[len(pushed)-1], ConditionSandboxdReady))
+	}
+	s.mu.Lock()
+	now := *condition(s.node, ConditionSandboxdReady)
+	s.mu.Unlock()
+	if now.Status != first.Status || now.Reason != first.Reason || now.Message != first.Message {
+		t.Errorf("SandboxdReady changed while healthy: %+v, was %+v", now, first)
+	}
+	if strings.Contains(logs.String(), "sandboxd health changed") {
+		t.Errorf("a health change was logged while healthy:\n%s", logs.String())
+	}
 }

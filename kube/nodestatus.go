@@ -228,10 +228,16 @@ func withSandboxdTaint(taints []corev1.Taint, value string) []corev1.Taint {
 type Check struct {
 	Name string
 	Err  error
+	// Info marks a line that is reported but never fails readiness.
+	Info bool
 }
 
-// checks are the node's readiness checks: registered and Ready, and
-// sandboxd usable (answering, token accepted).
+// checks are the node's readiness lines: registered and Ready (a
+// readiness check), and sandboxd usable (answering, token accepted),
+// which is reported only. Readiness means this process serves its node: a
+// host whose sandboxd is down is told to the scheduler by the
+// SandboxdReady condition and the taint, and must not hold up a
+// DaemonSet's rollout on every other host.
 func (s *nodeStatus) checks() []Check {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -239,7 +245,7 @@ func (s *nodeStatus) checks() []Check {
 	if !s.ready {
 		node.Err = errors.New("not registered yet")
 	}
-	sbx := Check{Name: "sandboxd"}
+	sbx := Check{Name: "sandboxd", Info: true}
 	switch {
 	case s.health.reason == "":
 		sbx.Err = errors.New("not checked yet")

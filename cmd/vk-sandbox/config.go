@@ -94,7 +94,11 @@ func parseFlags(args []string) (*config, error) {
 
 // defineFlags declares every flag of the binary into c.
 func defineFlags(fs *flag.FlagSet, c *config) {
-	fs.StringVar(&c.NodeName, "node-name", pipeline.Defaults.Node, "virtual node name")
+	// The default is this host's own (defaultNodeName): two hosts left at
+	// the default never serve one Node. A host name that makes no valid
+	// name leaves it empty, and settle says why.
+	defName, _ := defaultNodeName(os.Hostname)
+	fs.StringVar(&c.NodeName, "node-name", defName, "virtual node name; one process serves it at a time (default: the host name, lower-cased, with -sandboxd)")
 	fs.StringVar(&c.NodeIP, "node-ip", "", "node InternalIP address")
 	fs.StringVar(&c.PodIPFallback, "pod-ip-fallback", podIPFallbackAuto, "Pod IP of a claim whose owner_addr has no IP: auto (--node-ip, else sandboxd's advertise_addr, else the host's primary address), off, or an IP")
 	fs.StringVar(&c.ListenAddr, "listen-addr", kube.DefaultNodeOptions.ListenAddr, "kubelet API listen address; its port is advertised as the kubelet endpoint")
@@ -226,6 +230,15 @@ func (c *config) settle() error {
 	}
 	if _, _, err := podIPFallback(c.PodIPFallback, c.NodeIP, func() ([]net.Addr, error) { return nil, nil }); err != nil {
 		return err
+	}
+	if c.NodeName == "" {
+		if _, err := defaultNodeName(os.Hostname); err != nil {
+			return err
+		}
+		return fmt.Errorf("--node-name is empty")
+	}
+	if err := checkNodeName(c.NodeName); err != nil {
+		return fmt.Errorf("--node-name: %w", err)
 	}
 	if strings.TrimSpace(c.StatePath) == "" {
 		return fmt.Errorf("--state-path is required")

@@ -62,23 +62,35 @@ func TestProbeSaysRefusedOnlyFor401(t *testing.T) {
 	}
 }
 
-// /readyz names every check on its own line, and the sandboxd features
-// found, when one fails; when all pass the detail is there for ?verbose.
-func TestReadinessNamesEachCheck(t *testing.T) {
-	checks := []kube.Check{{Name: "virtual node"}, {Name: "sandboxd", Err: errors.New("unreachable: dial tcp 127.0.0.1:7777: connection refused")}}
+// /readyz means "this process serves its node": it fails on the holder
+// lease, the node's registration or the state file, and names every line,
+// and the sandboxd features found; sandboxd being down is a line of the
+// detail but never fails it (the node's SandboxdReady condition and taint
+// say it), so one host's sandboxd outage does not hold up a rollout.
+func TestReadinessIsServingTheNodeNotSandboxdsHealth(t *testing.T) {
+	checks := []kube.Check{{Name: "virtual node"}, {Name: "sandboxd", Info: true, Err: errors.New("unreachable: dial tcp 127.0.0.1:7777: connection refused")}}
 	notes := func() []string { return []string{"sandboxd features: token=root metadata=false"} }
 	ok := func() error { return nil }
-	detail, err := readiness(func() []kube.Check { return checks }, ok, notes)()
-	want := "virtual node: ok\nsandboxd: unreachable: dial tcp 127.0.0.1:7777: connection refused\nstate file: ok\nsandboxd features: token=root metadata=false\n"
-	if err == nil || detail != want {
-		t.Errorf("readyz = %q (%v), want %q and a failure", detail, err, want)
+	nodeChecks := func() []kube.Check { return checks }
+	detail, err := readiness(ok, nodeChecks, ok, notes)()
+	want := "node holder: ok\nvirtual node: ok\nsandboxd: unreachable: dial tcp 127.0.0.1:7777: connection refused\nstate file: ok\nsandboxd features: token=root metadata=false\n"
+	if err != nil || detail != want {
+		t.Errorf("sandboxd down: readyz = %q (%v), want %q and ready", detail, err, want)
 	}
-	checks[1].Err = nil
-	if detail, err := readiness(func() []kube.Check { return checks }, func() error { return errors.New("fsync: input/output error") }, notes)(); err == nil ||
+	if detail, err := readiness(func() error { return errors.New("not holding the holder lease kube-node-lease/vk-sandbox-n") }, nodeChecks, ok, notes)(); err == nil ||
+		!strings.Contains(detail, "node holder: not holding the holder lease kube-node-lease/vk-sandbox-n\n") {
+		t.Errorf("lease not held: %q, %v", detail, err)
+	}
+	checks[0].Err = errors.New("not registered yet")
+	if detail, err := readiness(ok, nodeChecks, ok, notes)(); err == nil || !strings.Contains(detail, "virtual node: not registered yet\n") {
+		t.Errorf("node not registered: %q, %v", detail, err)
+	}
+	checks[0].Err, checks[1].Err = nil, nil
+	if detail, err := readiness(ok, nodeChecks, func() error { return errors.New("fsync: input/output error") }, notes)(); err == nil ||
 		!strings.Contains(detail, "state file: fsync: input/output error\n") {
 		t.Errorf("state file failing: %q, %v", detail, err)
 	}
-	if detail, err := readiness(func() []kube.Check { return checks }, ok, notes)(); err != nil || !strings.Contains(detail, "sandboxd features: ") {
+	if detail, err := readiness(ok, nodeChecks, ok, notes)(); err != nil || !strings.Contains(detail, "sandboxd features: ") {
 		t.Errorf("all pass: %q, %v", detail, err)
 	}
 }

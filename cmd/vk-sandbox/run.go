@@ -86,6 +86,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
+	// One process serves a node name: the holder lease is taken (or the
+	// start refused) before the node is registered and before any claim.
+	holder, err := acquireHolder(ctx, cfg, client, log)
+	if err != nil {
+		return err
+	}
 	recorder, stopEvents, err := eventRecorder(cfg, rc, tel.Metrics, log)
 	if err != nil {
 		return err
@@ -169,7 +175,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
 		}
-		h := tel.HandlerWithDetail(readiness(d.Node().Checks, st.Health, features.notes))
+		h := tel.HandlerWithDetail(readiness(holder.check, d.Node().Checks, st.Health, features.notes))
 		if cfg.Profiling {
 			h = telemetry.WithProfiling(h)
 		}
@@ -182,10 +188,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		defer srv.Close()
 	}
 
-	log.Info("vk-sandbox starting", "node", cfg.NodeName, "sandboxd", cfg.SandboxdURL, "state", cfg.StatePath, "version", version)
+	log.Info("vk-sandbox starting", "node", cfg.NodeName, "sandboxd", cfg.SandboxdURL, "state", cfg.StatePath, "version", version,
+		"holder", holder.identity)
 	// Run returns once everything it started has ended; the deferred Close
 	// then flushes the state file.
-	return d.Run(ctx)
+	return holder.serve(ctx, d.Run)
 }
 
 // restConfig follows client-go's loading rules, with in-cluster config

@@ -19,6 +19,8 @@
 //     (RetryWhileThePodExists);
 //   - ratelimit.go: the queues' rate limiters, replaced and metered
 //     (ReplaceRateLimiters);
+//   - portforward.go: port-forward's idle and creation timeouts, which
+//     api.PodHandler swaps (PortForward);
 //   - events.go: virtual-kubelet's empty ProviderCreateSuccess Event
 //     dropped (QuietRecorder), and the Event budget (Budgeted), which
 //     compensates for client-go's broadcaster rather than virtual-kubelet.
