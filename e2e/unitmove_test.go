@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,8 +187,12 @@ func TestStateMovedFromTheUnitIsServedByTheDaemonSetsUser(t *testing.T) {
 	v.Args = daemonSetUser(append(append([]string{vkBin}, n.vk.Args...), "--state-path", moved)...)
 	n.vk, n.state = v, moved
 	n.start()
-	n.waitReady()
+	// The Node is still Ready from the first run for a while, so an exit
+	// (an unreadable state file) ends the wait instead of its deadline.
 	testkit.WaitForCtx(t, waitFor, "the moved claim vouched for", func(context.Context) (bool, error) {
+		if err, exited := n.vk.Exited(); exited {
+			return false, fmt.Errorf("vk-sandbox exited on the moved state file (%v):\n%s", err, n.vk.Tail(5))
+		}
 		return containsLine(n.vk.Log(), "quarantine verification", `"lifted":1`), nil
 	})
 	if c := n.counter("claim_ok"); c != 1 {
