@@ -297,6 +297,7 @@ func TestHelmChartDefaultsInstallAsTheyAre(t *testing.T) {
 		t.Errorf("default image %q, want %q", pod.Containers[0].Image, want)
 	}
 	checkStateDirInit(t, "chart defaults", &ds)
+	checkStateUser(t, "chart defaults", &ds)
 
 	toTyped(t, find(t, renderChart(t, bin, "vk-sandbox", "vk-sandbox", "-set", "image.tag=1.2.3"), "DaemonSet")[0], &ds)
 	if want := releasedImage + ":1.2.3"; ds.Spec.Template.Spec.Containers[0].Image != want {
@@ -480,6 +481,25 @@ func checkHardenedDaemonSet(t *testing.T, what string, ds *appsv1.DaemonSet) {
 // same hardening as the chart, and the apiserver accepts it (server-side
 // dry run, strict field validation, in a fresh namespace).
 func TestDaemonSetManifestHardened(t *testing.T) {
+	ds := shippedDaemonSet(t)
+	checkHardenedDaemonSet(t, shippedDaemon, ds)
+	checkStateDirInit(t, shippedDaemon, ds)
+	if want := releasedImage + ":" + chartAppVersion(t); ds.Spec.Template.Spec.Containers[0].Image != want {
+		t.Errorf("%s runs %q, want the chart's default %q", shippedDaemon, ds.Spec.Template.Spec.Containers[0].Image, want)
+	}
+	ds.Namespace = newNamespace(t)
+	cs, _ := clients(t)
+	if _, err := cs.AppsV1().DaemonSets(ds.Namespace).Create(context.Background(), ds, metav1.CreateOptions{
+		DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationStrict}); err != nil {
+		t.Errorf("%s: %v", shippedDaemon, err)
+	}
+	admitPodOf(t, ds.Namespace, ds)
+}
+
+// shippedDaemonSet reads manifests/daemonset.yaml, which holds one
+// DaemonSet.
+func shippedDaemonSet(t *testing.T) *appsv1.DaemonSet {
+	t.Helper()
 	b, err := os.ReadFile(shippedDaemon)
 	if err != nil {
 		t.Fatal(err)
@@ -490,18 +510,7 @@ func TestDaemonSetManifestHardened(t *testing.T) {
 	}
 	var ds appsv1.DaemonSet
 	toTyped(t, objs[0], &ds)
-	checkHardenedDaemonSet(t, shippedDaemon, &ds)
-	checkStateDirInit(t, shippedDaemon, &ds)
-	if want := releasedImage + ":" + chartAppVersion(t); ds.Spec.Template.Spec.Containers[0].Image != want {
-		t.Errorf("%s runs %q, want the chart's default %q", shippedDaemon, ds.Spec.Template.Spec.Containers[0].Image, want)
-	}
-	ds.Namespace = newNamespace(t)
-	cs, _ := clients(t)
-	if _, err := cs.AppsV1().DaemonSets(ds.Namespace).Create(context.Background(), &ds, metav1.CreateOptions{
-		DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationStrict}); err != nil {
-		t.Errorf("%s: %v", shippedDaemon, err)
-	}
-	admitPodOf(t, ds.Namespace, &ds)
+	return &ds
 }
 
 // admitPodOf creates, as a server-side dry run, the Pod the DaemonSet

@@ -4,10 +4,12 @@
 # systemd unit, the env file, the docs and LICENSE; the binary is of the
 # archive's architecture and stamped with the commit; checksums.txt
 # verifies; each archive has a CycloneDX JSON SBOM; the .deb lists and
-# installs (dpkg --root, into a scratch root) the binary, the unit,
-# /etc/vk-sandbox/env as a config file and /var/lib/vk-sandbox 0700; the
-# .rpm exists per architecture; and systemd-analyze verifies the installed
-# unit when it is available. CI runs it after make release-snapshot.
+# installs (dpkg --root, into a scratch root) the binary, the unit and
+# /etc/vk-sandbox/env as a config file, and not the state directory; the
+# .rpm exists per architecture; systemd-analyze verifies the installed
+# unit when it is available; and scripts/check-packages.sh runs the
+# packages' maintainer scripts through dpkg and rpm (install, upgrade,
+# remove, purge). CI runs it after make release-snapshot.
 #
 # Usage: scripts/check-release.sh [dist-dir]   (default dist)
 set -euo pipefail
@@ -99,7 +101,9 @@ else
 	for f in ./usr/bin/vk-sandbox ./usr/lib/systemd/system/vk-sandbox.service ./etc/vk-sandbox/env ./usr/share/doc/vk-sandbox/LICENSE; do
 		grep -q " $f\$" <<<"$contents" || fail "$deb does not install $f"
 	done
-	grep -Eq '^drwx------ .* \./var/lib/vk-sandbox/?$' <<<"$contents" || fail "$deb does not make /var/lib/vk-sandbox 0700"
+	# The unit's StateDirectory= makes the state directory; a package that
+	# owned it would remove systemd's link to it on removal.
+	grep -q ' \./var/lib/vk-sandbox' <<<"$contents" && fail "$deb installs /var/lib/vk-sandbox"
 	dpkg-deb -I "$deb" conffiles 2>/dev/null | grep -qx /etc/vk-sandbox/env || fail "$deb: /etc/vk-sandbox/env is not a conffile"
 
 	# Install into a scratch root: dpkg runs the maintainer scripts there
@@ -110,7 +114,6 @@ else
 	if dpkg --root="$root" --force-script-chrootless --force-not-root --log=/dev/null -i "$deb" >"$scratch/dpkg.log" 2>&1; then
 		say "$deb installed into a scratch root"
 		[[ -x "$root/usr/bin/vk-sandbox" ]] || fail "installed: /usr/bin/vk-sandbox is not executable"
-		[[ "$(stat -c %a "$root/var/lib/vk-sandbox")" == 700 ]] || fail "installed: /var/lib/vk-sandbox is $(stat -c %a "$root/var/lib/vk-sandbox"), want 700"
 		[[ "$(stat -c %a "$root/etc/vk-sandbox/env")" == 600 ]] || fail "installed: /etc/vk-sandbox/env is $(stat -c %a "$root/etc/vk-sandbox/env"), want 600"
 		dpkg --root="$root" -s vk-sandbox 2>/dev/null | grep -q '^Status: install ok installed' || fail "dpkg does not list vk-sandbox as installed"
 		if command -v systemd-analyze >/dev/null; then
@@ -133,6 +136,8 @@ else
 		fail "dpkg -i --root could not install $deb"
 	fi
 fi
+
+bash "$(dirname "${BASH_SOURCE[0]}")/check-packages.sh" "$dist" || fail "check-packages.sh: the maintainer scripts"
 
 if ((failed)); then
 	say "FAILED"

@@ -54,8 +54,10 @@ func TestReleaseBuildsStampVersionAndCommit(t *testing.T) {
 	}
 }
 
-// The packages install the unit where its ExecStart finds the binary, and
-// the env file as a config file.
+// The packages install the unit where its ExecStart finds the binary, the
+// env file as a config file, and their maintainer scripts; they do not own
+// the unit's state directory, which StateDirectory= makes (and a package
+// would take away on removal).
 func TestPackagesMatchTheUnit(t *testing.T) {
 	unit := readRepoFile(t, "packaging/vk-sandbox.service")
 	gr := readRepoFile(t, ".goreleaser.yaml")
@@ -66,9 +68,16 @@ func TestPackagesMatchTheUnit(t *testing.T) {
 	if !strings.Contains(gr, "bindir: "+m[1]+"\n") {
 		t.Errorf(".goreleaser.yaml does not install the binary into %s, where the unit runs it", m[1])
 	}
-	for _, want := range []string{"src: packaging/vk-sandbox.service", "dst: /etc/vk-sandbox/env", "type: config|noreplace", "dst: /var/lib/vk-sandbox"} {
+	for _, want := range []string{"src: packaging/vk-sandbox.service", "dst: /etc/vk-sandbox/env", "type: config|noreplace",
+		"postinstall: packaging/postinstall.sh", "preremove: packaging/preremove.sh", "postremove: packaging/postremove.sh"} {
 		if !strings.Contains(gr, want) {
 			t.Errorf(".goreleaser.yaml's nfpms lack %q", want)
 		}
+	}
+	if !strings.Contains(unit, "\nStateDirectory=vk-sandbox\n") {
+		t.Error("the unit has no StateDirectory=vk-sandbox")
+	}
+	if strings.Contains(gr, "dst: /var/lib/") {
+		t.Error(".goreleaser.yaml's nfpms install under /var/lib: the unit's StateDirectory= owns its state directory")
 	}
 }
