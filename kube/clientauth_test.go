@@ -197,7 +197,7 @@ func TestNewNodeWiresTheClientCA(t *testing.T) {
 	}
 	ca := newTestCA(t, "cluster-ca").pem
 	o := NodeOptions{Name: "vk-node", ListenAddr: "127.0.0.1:0", TLS: serving, Client: cs, EventRecorder: &record.FakeRecorder{}, ClientCA: ca}
-	n, err := NewNode(o, providerOver(t, &claimsEngine{}, ProviderOptions{}))
+	n, err := NewNode(o, providerOver(t, nopEngine{}, ProviderOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestNewNodeWiresTheClientCA(t *testing.T) {
 		t.Error("the caller's TLS config was modified")
 	}
 	o.NoAuth = true
-	if _, err := NewNode(o, providerOver(t, &claimsEngine{}, ProviderOptions{})); err == nil {
+	if _, err := NewNode(o, providerOver(t, nopEngine{}, ProviderOptions{})); err == nil {
 		t.Error("a client CA with NoAuth was accepted")
 	}
 }

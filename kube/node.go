@@ -202,20 +202,20 @@ func newNodeSpec(name string) *corev1.Node {
 // nodeutil.AttachProviderRoutes does.
 func attachKubeletAPI(mux *http.ServeMux, p *Provider, pods corev1listers.PodLister) {
 	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
-		RunInContainer:        p.RunInContainer,
-		AttachToContainer:     p.AttachToContainer,
-		GetContainerLogs:      p.GetContainerLogs,
+		RunInContainer:        p.api.RunInContainer,
+		AttachToContainer:     p.api.AttachToContainer,
+		GetContainerLogs:      p.api.GetContainerLogs,
 		GetPods:               p.GetPods,
 		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) { return pods.List(labels.Everything()) },
-		GetStatsSummary:       p.GetStatsSummary,
-		GetMetricsResource:    p.GetMetricsResource,
-		PortForward:           p.PortForward,
-		StreamIdleTimeout:     p.IdleTimeout(),
+		GetStatsSummary:       p.api.GetStatsSummary,
+		GetMetricsResource:    p.api.GetMetricsResource,
+		PortForward:           p.api.PortForward,
+		StreamIdleTimeout:     p.api.IdleTimeout(),
 	}, true))
 	// virtual-kubelet swaps port-forward's two timeouts (vkcompat.PortForward):
 	// its route is served here instead, with the idle timeout as the idle
 	// timeout and the kubelet's creation timeout.
-	mux.Handle(vkcompat.PortForwardRoute, vkcompat.PortForward(p.PortForward, p.IdleTimeout(), vkcompat.KubeletStreamCreationTimeout))
+	mux.Handle(vkcompat.PortForwardRoute, vkcompat.PortForward(p.api.PortForward, p.api.IdleTimeout(), vkcompat.KubeletStreamCreationTimeout))
 }
 
 func nodeCapacity(o NodeOptions) (corev1.ResourceList, error) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/kube/kubeletapi"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
@@ -139,12 +140,12 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
 	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
 	fs.BoolVar(&c.SandboxdDetect, "sandboxd-detect", true, "learn what sandboxd supports (read-only probes at startup and every 5 minutes) and use only that; false treats every feature as unknown: each one is tried and its answer checked, which is safe but dearer and quieter on servers before V2 (for a proxy that refuses the probes)")
-	fs.IntVar(&c.ExecMaxSessionsPerPod, "exec-max-sessions-per-pod", kube.DefaultSessionLimits.PerPod, "kubectl exec (and cp) sessions one Pod may have open at once; one more is refused")
-	fs.IntVar(&c.ExecMaxSessions, "exec-max-sessions", kube.DefaultSessionLimits.PerNode, "kubectl exec (and cp) sessions the node may have open at once; one more is refused")
-	fs.IntVar(&c.PortForwardMaxSessionsPerPod, "port-forward-max-sessions-per-pod", kube.DefaultForwardLimits.PerPod, "kubectl port-forward connections (one per forwarded TCP connection) one Pod may have open at once; one more is refused")
-	fs.IntVar(&c.PortForwardMaxSessions, "port-forward-max-sessions", kube.DefaultForwardLimits.PerNode, "kubectl port-forward connections the node may have open at once; one more is refused")
+	fs.IntVar(&c.ExecMaxSessionsPerPod, "exec-max-sessions-per-pod", kubeletapi.DefaultSessionLimits().PerPod, "kubectl exec (and cp) sessions one Pod may have open at once; one more is refused")
+	fs.IntVar(&c.ExecMaxSessions, "exec-max-sessions", kubeletapi.DefaultSessionLimits().PerNode, "kubectl exec (and cp) sessions the node may have open at once; one more is refused")
+	fs.IntVar(&c.PortForwardMaxSessionsPerPod, "port-forward-max-sessions-per-pod", kubeletapi.DefaultForwardLimits().PerPod, "kubectl port-forward connections (one per forwarded TCP connection) one Pod may have open at once; one more is refused")
+	fs.IntVar(&c.PortForwardMaxSessions, "port-forward-max-sessions", kubeletapi.DefaultForwardLimits().PerNode, "kubectl port-forward connections the node may have open at once; one more is refused")
 	fs.IntVar(&c.ExecBufferBudgetMiB, "exec-buffer-budget-mib", pool.DefaultAgentBufferBudget>>20, "MiB of guest output (silkd frames read for kubectl exec and cp) the node holds at once over all sessions; a session past it waits until bytes are written out. At least 16")
-	fs.DurationVar(&c.ExecIdleTimeout, "exec-idle-timeout", kube.DefaultSessionLimits.IdleTimeout, "an exec, attach or port-forward connection that carried nothing for this long is closed, and its command killed (the kubelet's streaming idle timeout)")
+	fs.DurationVar(&c.ExecIdleTimeout, "exec-idle-timeout", kubeletapi.DefaultSessionLimits().IdleTimeout, "an exec, attach or port-forward connection that carried nothing for this long is closed, and its command killed (the kubelet's streaming idle timeout)")
 	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", kube.DefaultOwnerGetTimeout, "timeout of the owner GET on delete; a timeout preserves the VM")
 	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight claims")
