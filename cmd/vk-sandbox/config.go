@@ -74,7 +74,7 @@ type config struct {
 var (
 	defaultShards          = pipeline.Defaults.Shards
 	defaultWorkersPerShard = pipeline.Defaults.Workers
-	defaultVKWorkers       = kube.DefaultNodeOptions.Workers
+	defaultVKWorkers       = kube.DefaultNodeOptions().Workers
 )
 
 func parseFlags(args []string) (*config, error) {
@@ -102,13 +102,13 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.NodeName, "node-name", defName, "virtual node name; one process serves it at a time (default: the host name, lower-cased, with -sandboxd)")
 	fs.StringVar(&c.NodeIP, "node-ip", "", "node InternalIP address")
 	fs.StringVar(&c.PodIPFallback, "pod-ip-fallback", podIPFallbackAuto, "Pod IP of a claim whose owner_addr has no IP: auto (--node-ip, else sandboxd's advertise_addr, else the host's primary address), off, or an IP")
-	fs.StringVar(&c.ListenAddr, "listen-addr", kube.DefaultNodeOptions.ListenAddr, "kubelet API listen address; its port is advertised as the kubelet endpoint")
+	fs.StringVar(&c.ListenAddr, "listen-addr", kube.DefaultNodeOptions().ListenAddr, "kubelet API listen address; its port is advertised as the kubelet endpoint")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "kubelet serving certificate (empty: self-signed P-256)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "kubelet serving key")
 	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "PEM CA bundle that verifies kubelet API client certificates, such as the apiserver's kubelet client certificate (empty: bearer tokens only, so kubectl exec, port-forward, logs and top through the apiserver are refused)")
-	fs.StringVar(&c.NodeCPU, "node-cpu", kube.DefaultNodeOptions.CPU, "node cpu capacity")
-	fs.StringVar(&c.NodeMemory, "node-memory", kube.DefaultNodeOptions.Memory, "node memory capacity")
-	fs.IntVar(&c.NodePods, "node-pods", kube.DefaultNodeOptions.Pods, "node pod capacity")
+	fs.StringVar(&c.NodeCPU, "node-cpu", kube.DefaultNodeOptions().CPU, "node cpu capacity")
+	fs.StringVar(&c.NodeMemory, "node-memory", kube.DefaultNodeOptions().Memory, "node memory capacity")
+	fs.IntVar(&c.NodePods, "node-pods", kube.DefaultNodeOptions().Pods, "node pod capacity")
 	fs.StringVar(&c.SandboxdURL, "sandboxd-url", "http://127.0.0.1:7777", "sandboxd base URL")
 	fs.StringVar(&c.AdvertiseAddr, "sandboxd-advertise-addr", "", "sandboxd address published in NodeInventory (default: host:port of --sandboxd-url)")
 	fs.StringVar(&c.TokenFile, "sandboxd-token-file", "", "file holding the sandboxd bearer token: the node's root api_token, or a tenant token (fewer features, see docs)")
@@ -168,7 +168,7 @@ func (c *config) settle() error {
 		}
 	}
 	if c.NodePods <= 0 {
-		c.NodePods = kube.DefaultNodeOptions.Pods
+		c.NodePods = kube.DefaultNodeOptions().Pods
 	}
 	if c.OwnerGetTimeout <= 0 {
 		c.OwnerGetTimeout = kube.DefaultOwnerGetTimeout
