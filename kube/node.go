@@ -123,8 +123,8 @@ func (n *Node) Ready() <-chan struct{} { return n.ctl.ready }
 // and sandboxd answering with the token accepted.
 func (n *Node) Checks() []Check { return n.ctl.status.checks() }
 
-// NewNode builds the virtual-kubelet node around the provider.
-func NewNode(o NodeOptions, p *Provider) (*Node, error) {
+// newNode builds the virtual-kubelet node around the provider.
+func newNode(o NodeOptions, p *Provider) (*Node, error) {
 	if o.Name == "" || o.Client == nil || o.EventRecorder == nil {
 		return nil, fmt.Errorf("node: a name, a client and an event recorder are required")
 	}

@@ -126,7 +126,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	p.log.DebugContext(ctx, "CreatePod", "pod", key, "uid", pod.UID)
 	spec, err := ParseClaimSpec(key, pod.Annotations)
 	if err != nil {
-		p.events.Event(pod, corev1.EventTypeWarning, EventInvalid, err.Error())
+		p.events.Event(pod, corev1.EventTypeWarning, eventInvalid, err.Error())
 		p.log.WarnContext(ctx, "sandbox pod rejected", "pod", key, "error", err)
 		return err
 	}
@@ -213,9 +213,9 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	if res.Held && !res.Shared {
 		if res.Verdict.Release {
-			p.events.Eventf(pod, corev1.EventTypeNormal, EventReleased, "VM released (%s)", res.Verdict.Reason)
+			p.events.Eventf(pod, corev1.EventTypeNormal, eventReleased, "VM released (%s)", res.Verdict.Reason)
 		} else {
-			p.events.Eventf(pod, corev1.EventTypeNormal, EventPreserved, "VM preserved for a replacement Pod (%s)", res.Verdict.Reason)
+			p.events.Eventf(pod, corev1.EventTypeNormal, eventPreserved, "VM preserved for a replacement Pod (%s)", res.Verdict.Reason)
 		}
 	}
 	if p.cache.remove(ref.Key, ref.UID) && pod.DeletionTimestamp != nil && p.podClient != nil {
