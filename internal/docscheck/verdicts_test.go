@@ -64,7 +64,7 @@ func TestDeleteAuthorizationTableListsEveryVerdict(t *testing.T) {
 		t.Fatal(`docs/pod-contract.md has no "## Delete authorization" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	row := regexp.MustCompile("(?m)^\\|[^\\n]*\\| (?:release|preserve) \\| ([^|\\n]*) \\|$")
+	row := regexp.MustCompile(`(?m)^\|[^\n]*\| (?:release|preserve) \| ([^|\n]*) \|$`)
 	documented := map[string]bool{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		for _, r := range regexp.MustCompile("`([a-z0-9-]+)`").FindAllStringSubmatch(m[1], -1) {
