@@ -12,8 +12,8 @@ import (
 const (
 	AnnRuntime  = "sandbox.cocoonstack.io/runtime"
 	AnnTemplate = "sandbox.cocoonstack.io/template"
-	AnnNet      = "sandbox.cocoonstack.io/net"
-	AnnSize     = "sandbox.cocoonstack.io/size"
+	annNet      = "sandbox.cocoonstack.io/net"
+	annSize     = "sandbox.cocoonstack.io/size"
 	AnnTTL      = "sandbox.cocoonstack.io/ttl-seconds"
 	AnnClaimID  = "sandbox.cocoonstack.io/claim-id" // out: written back; the token never is
 	// AnnDeadline is written back with the claim: the lease end the node
@@ -33,10 +33,10 @@ const (
 // the same status write that pushes the claim (or its renewal).
 var writtenBack = []string{AnnClaimID, AnnDeadline, AnnPodUID}
 
-// AnnotationError is a Pod that cannot become a claim as written. It is an
+// annotationError is a Pod that cannot become a claim as written. It is an
 // errdefs.InvalidInput (it has the InvalidInput method), so virtual-kubelet fails the create, and no claim is
 // ever made for it.
-type AnnotationError struct {
+type annotationError struct {
 	Pod        pipeline.PodKey
 	Annotation string
 	Value      string
@@ -44,9 +44,9 @@ type AnnotationError struct {
 }
 
 // InvalidInput marks the error for virtual-kubelet's errdefs.
-func (e *AnnotationError) InvalidInput() bool { return true }
+func (e *annotationError) InvalidInput() bool { return true }
 
-func (e *AnnotationError) Error() string {
+func (e *annotationError) Error() string {
 	if e.Value == "" {
 		return fmt.Sprintf("pod %s: annotation %s: %s", e.Pod, e.Annotation, e.Reason)
 	}
@@ -63,7 +63,7 @@ func (e *AnnotationError) Error() string {
 //     negative or non-integer value fails.
 func ParseClaimSpec(key pipeline.PodKey, ann map[string]string) (pipeline.ClaimSpec, error) {
 	fail := func(a, v, why string) (pipeline.ClaimSpec, error) {
-		return pipeline.ClaimSpec{}, &AnnotationError{Pod: key, Annotation: a, Value: v, Reason: why}
+		return pipeline.ClaimSpec{}, &annotationError{Pod: key, Annotation: a, Value: v, Reason: why}
 	}
 	if rt, ok := ann[AnnRuntime]; ok && rt != RuntimeSandboxd {
 		return fail(AnnRuntime, rt, "this node serves only runtime "+RuntimeSandboxd)
@@ -74,8 +74,8 @@ func ParseClaimSpec(key pipeline.PodKey, ann map[string]string) (pipeline.ClaimS
 	}
 	spec := pipeline.ClaimSpec{
 		Template:   tmpl,
-		Net:        strings.TrimSpace(ann[AnnNet]),
-		Size:       strings.TrimSpace(ann[AnnSize]),
+		Net:        strings.TrimSpace(ann[annNet]),
+		Size:       strings.TrimSpace(ann[annSize]),
 		TTLSeconds: pipeline.TTLWhilePodLives,
 	}
 	if v, ok := ann[AnnTTL]; ok {

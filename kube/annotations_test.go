@@ -37,12 +37,12 @@ func TestAnnotationContract(t *testing.T) {
 	}
 	for name, ann := range bad {
 		_, err := ParseClaimSpec("ns/p", ann)
-		var ae *AnnotationError
+		var ae *annotationError
 		if err == nil || !errdefs.IsInvalidInput(err) || !errors.As(err, &ae) || !strings.Contains(err.Error(), "ns/p") {
-			t.Errorf("%s: err=%v, want an InvalidInput AnnotationError naming the pod", name, err)
+			t.Errorf("%s: err=%v, want an InvalidInput annotationError naming the pod", name, err)
 		}
 	}
-	spec, _ := ParseClaimSpec("ns/p", map[string]string{AnnTemplate: "py", AnnNet: "isolated", AnnSize: "xl"})
+	spec, _ := ParseClaimSpec("ns/p", map[string]string{AnnTemplate: "py", annNet: "isolated", annSize: "xl"})
 	if spec.Net != "isolated" || spec.Size != "xl" {
 		t.Errorf("axes not carried: %+v", spec)
 	}

@@ -30,17 +30,17 @@ import (
 // eviction deletes every Pod on the node while the VMs keep serving users,
 // so only the owner's state may release (the delete authorization table (docs/pod-contract.md)).
 const (
-	ReasonBarePod         = "bare-pod"
+	reasonBarePod         = "bare-pod"
 	ReasonOwnerGone       = "owner-gone"
-	ReasonOwnerDeleting   = "owner-deleting"
-	ReasonOwnerRotated    = "owner-uid-rotated"
+	reasonOwnerDeleting   = "owner-deleting"
+	reasonOwnerRotated    = "owner-uid-rotated"
 	ReasonOwnerAlive      = "owner-alive"
-	ReasonOwnerUnverified = "owner-404-unverified"
+	reasonOwnerUnverified = "owner-404-unverified"
 	ReasonOwnerGetError   = "owner-get-error"
-	ReasonNoDynamic       = "no-dynamic-client"
-	// ReasonOwnerUnnamed: a row records its owner's UID but not its name
+	reasonNoDynamic       = "no-dynamic-client"
+	// reasonOwnerUnnamed: a row records its owner's UID but not its name
 	// (an older row format), so the owner cannot be asked.
-	ReasonOwnerUnnamed = "owner-unnamed"
+	reasonOwnerUnnamed = "owner-unnamed"
 )
 
 // Authorizer decides release or preserve for a deleted Pod by reading its
@@ -51,7 +51,7 @@ type Authorizer struct {
 	Timeout time.Duration     // per GET; 0 is DefaultOwnerGetTimeout
 	// Mapper resolves an owner's kind to its resource through the
 	// apiserver's discovery (cached; see NewOwnerMapper). Nil: English
-	// plural rules (Plural), which an irregular plural defeats.
+	// plural rules (plural.go), which an irregular plural defeats.
 	Mapper meta.RESTMapper
 
 	// Concurrent questions about one owner share one GET: virtual-kubelet
@@ -67,7 +67,7 @@ var ownerTracer = otel.Tracer(telemetry.TracerName)
 func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Verdict {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
-		return pipeline.Verdict{Release: true, Reason: ReasonBarePod}
+		return pipeline.Verdict{Release: true, Reason: reasonBarePod}
 	}
 	return a.ask(ctx, pod.Namespace, owner)
 }
@@ -80,11 +80,11 @@ func (a *Authorizer) RecordedOwner(ctx context.Context, key pipeline.PodKey, c p
 		return pipeline.Verdict{Reason: pipeline.ReasonOwnerUnknown}
 	}
 	if c.Owner == "" && c.OwnerUID == "" {
-		return pipeline.Verdict{Release: true, Reason: ReasonBarePod}
+		return pipeline.Verdict{Release: true, Reason: reasonBarePod}
 	}
 	owner, ok := ownerRefOf(c)
 	if !ok {
-		return pipeline.Verdict{Reason: ReasonOwnerUnnamed}
+		return pipeline.Verdict{Reason: reasonOwnerUnnamed}
 	}
 	ns, _, _ := key.Split()
 	return a.ask(ctx, ns, owner)
@@ -93,7 +93,7 @@ func (a *Authorizer) RecordedOwner(ctx context.Context, key pipeline.PodKey, c p
 // ask reads the controller owner with a fresh GET and maps the answer.
 func (a *Authorizer) ask(ctx context.Context, namespace string, owner *metav1.OwnerReference) pipeline.Verdict {
 	if a == nil || a.Dynamic == nil {
-		return pipeline.Verdict{Reason: ReasonNoDynamic}
+		return pipeline.Verdict{Reason: reasonNoDynamic}
 	}
 	gv, err := schema.ParseGroupVersion(owner.APIVersion)
 	if err != nil || owner.Kind == "" || owner.Name == "" {
@@ -117,7 +117,7 @@ func (a *Authorizer) ask(ctx context.Context, namespace string, owner *metav1.Ow
 		if !ok {
 			// Discovery does not know the kind (its CRD is gone, or not
 			// served): that says nothing about the owner.
-			return pipeline.Verdict{Reason: ReasonOwnerUnverified}, nil
+			return pipeline.Verdict{Reason: reasonOwnerUnverified}, nil
 		}
 		return a.get(ctx, gvr, namespace, owner), nil
 	})
@@ -131,7 +131,7 @@ func (a *Authorizer) ask(ctx context.Context, namespace string, owner *metav1.Ow
 // installed since); false when the apiserver does not serve it.
 func (a *Authorizer) resource(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
 	if a.Mapper == nil {
-		return gvk.GroupVersion().WithResource(Plural(gvk.Kind)), true
+		return gvk.GroupVersion().WithResource(plural(gvk.Kind)), true
 	}
 	m, err := a.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
@@ -157,9 +157,9 @@ func (a *Authorizer) get(ctx context.Context, gvr schema.GroupVersionResource, n
 	obj, err := a.Dynamic.Resource(gvr).Namespace(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
 	switch {
 	case err == nil && obj.GetDeletionTimestamp() != nil:
-		return pipeline.Verdict{Release: true, Reason: ReasonOwnerDeleting, FromOwner: true}
+		return pipeline.Verdict{Release: true, Reason: reasonOwnerDeleting, FromOwner: true}
 	case err == nil && obj.GetUID() != owner.UID:
-		return pipeline.Verdict{Release: true, Reason: ReasonOwnerRotated, FromOwner: true}
+		return pipeline.Verdict{Release: true, Reason: reasonOwnerRotated, FromOwner: true}
 	case err == nil:
 		return pipeline.Verdict{Reason: ReasonOwnerAlive, FromOwner: true}
 	case apierrors.IsNotFound(err) && notFoundNames(err, owner.Name):
@@ -167,7 +167,7 @@ func (a *Authorizer) get(ctx context.Context, gvr schema.GroupVersionResource, n
 	case apierrors.IsNotFound(err):
 		// A 404 without the object's name may be a missing endpoint (wrong
 		// plural, CRD not installed): that says nothing about the owner.
-		return pipeline.Verdict{Reason: ReasonOwnerUnverified}
+		return pipeline.Verdict{Reason: reasonOwnerUnverified}
 	}
 	return pipeline.Verdict{Reason: ReasonOwnerGetError}
 }

@@ -71,24 +71,24 @@ func TestDeleteAuthorizationTable(t *testing.T) {
 		}
 	}
 	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
-	check("bare pod", &Authorizer{Dynamic: fakeDyn()}, bare, true, ReasonBarePod)
+	check("bare pod", &Authorizer{Dynamic: fakeDyn()}, bare, true, reasonBarePod)
 	check("owner NotFound by name", &Authorizer{Dynamic: fakeDyn()}, ownedPod("u1"), true, ReasonOwnerGone)
-	check("owner deleting", &Authorizer{Dynamic: fakeDyn(owner("", true))}, ownedPod("u1"), true, ReasonOwnerDeleting)
-	check("owner rotated", &Authorizer{Dynamic: fakeDyn(owner("u2", false))}, ownedPod("u1"), true, ReasonOwnerRotated)
+	check("owner deleting", &Authorizer{Dynamic: fakeDyn(owner("", true))}, ownedPod("u1"), true, reasonOwnerDeleting)
+	check("owner rotated", &Authorizer{Dynamic: fakeDyn(owner("u2", false))}, ownedPod("u1"), true, reasonOwnerRotated)
 	check("owner alive", &Authorizer{Dynamic: fakeDyn(owner("", false))}, ownedPod("u1"), false, ReasonOwnerAlive)
 
 	unnamed := fakeDyn()
 	unnamed.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{}, "") // a 404 of an unknown endpoint
 	})
-	check("404 without the name", &Authorizer{Dynamic: unnamed}, ownedPod("u1"), false, ReasonOwnerUnverified)
+	check("404 without the name", &Authorizer{Dynamic: unnamed}, ownedPod("u1"), false, reasonOwnerUnverified)
 
 	failing := fakeDyn()
 	failing.PrependReactor("get", "sandboxes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
 	})
 	check("any other error", &Authorizer{Dynamic: failing}, ownedPod("u1"), false, ReasonOwnerGetError)
-	check("no dynamic client", &Authorizer{}, ownedPod("u1"), false, ReasonNoDynamic)
+	check("no dynamic client", &Authorizer{}, ownedPod("u1"), false, reasonNoDynamic)
 }
 
 // The recorded owner is asked, never a Pod's ownerReference: a row records
@@ -105,11 +105,11 @@ func TestRecordedOwnerIsAskedWithTheDeleteTable(t *testing.T) {
 	}{
 		{"alive", []*unstructured.Unstructured{owner("", false)}, rec, false, ReasonOwnerAlive},
 		{"gone", nil, rec, true, ReasonOwnerGone},
-		{"deleting", []*unstructured.Unstructured{owner("", true)}, rec, true, ReasonOwnerDeleting},
-		{"rotated", []*unstructured.Unstructured{owner("u2", false)}, rec, true, ReasonOwnerRotated},
-		{"bare row", nil, pipeline.ClaimView{ID: "sb_1"}, true, ReasonBarePod},
+		{"deleting", []*unstructured.Unstructured{owner("", true)}, rec, true, reasonOwnerDeleting},
+		{"rotated", []*unstructured.Unstructured{owner("u2", false)}, rec, true, reasonOwnerRotated},
+		{"bare row", nil, pipeline.ClaimView{ID: "sb_1"}, true, reasonBarePod},
 		{"unknown owner", nil, pipeline.ClaimView{ID: "sb_1", Owner: store.OwnerUnknown}, false, "owner-unknown"},
-		{"uid without a name", nil, pipeline.ClaimView{ID: "sb_1", OwnerUID: "u1"}, false, ReasonOwnerUnnamed},
+		{"uid without a name", nil, pipeline.ClaimView{ID: "sb_1", OwnerUID: "u1"}, false, reasonOwnerUnnamed},
 	} {
 		a := &Authorizer{Dynamic: fakeDyn(tc.objs...)}
 		v := a.RecordedOwner(ctx, "ns/p", tc.c)
@@ -141,11 +141,11 @@ func TestOwnerResourceComesFromDiscovery(t *testing.T) {
 	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).RecordedOwner(ctx, "ns/p", rec); v.Reason != ReasonOwnerAlive {
 		t.Fatalf("an owner of an irregular plural: %+v, want %s (found through discovery)", v, ReasonOwnerAlive)
 	}
-	if Plural("Octopus") == octopi.Resource {
+	if plural("Octopus") == octopi.Resource {
 		t.Fatal("the test needs a plural the English rules get wrong")
 	}
 	rec.Owner = "agents.x-k8s.io/v1alpha1/Squid/ink"
-	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).RecordedOwner(ctx, "ns/p", rec); v.Release || v.Reason != ReasonOwnerUnverified {
-		t.Fatalf("a kind discovery does not serve: %+v, want preserve %s", v, ReasonOwnerUnverified)
+	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).RecordedOwner(ctx, "ns/p", rec); v.Release || v.Reason != reasonOwnerUnverified {
+		t.Fatalf("a kind discovery does not serve: %+v, want preserve %s", v, reasonOwnerUnverified)
 	}
 }

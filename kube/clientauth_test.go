@@ -184,7 +184,7 @@ func TestClientCAMustHoldACertificate(t *testing.T) {
 	}
 }
 
-// NewNode wires the client CA into the listener's TLS, and refuses it
+// newNode wires the client CA into the listener's TLS, and refuses it
 // together with NoAuth, which would make it meaningless.
 func TestNewNodeWiresTheClientCA(t *testing.T) {
 	serving, err := KubeletTLS("", "", "vk-node", "")
@@ -197,7 +197,7 @@ func TestNewNodeWiresTheClientCA(t *testing.T) {
 	}
 	ca := newTestCA(t, "cluster-ca").pem
 	o := NodeOptions{Name: "vk-node", ListenAddr: "127.0.0.1:0", TLS: serving, Client: cs, EventRecorder: &record.FakeRecorder{}, ClientCA: ca}
-	n, err := NewNode(o, providerOver(t, &claimsEngine{}, ProviderOptions{}))
+	n, err := newNode(o, providerOver(t, nopEngine{}, ProviderOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestNewNodeWiresTheClientCA(t *testing.T) {
 		t.Error("the caller's TLS config was modified")
 	}
 	o.NoAuth = true
-	if _, err := NewNode(o, providerOver(t, &claimsEngine{}, ProviderOptions{})); err == nil {
+	if _, err := newNode(o, providerOver(t, nopEngine{}, ProviderOptions{})); err == nil {
 		t.Error("a client CA with NoAuth was accepted")
 	}
 }

@@ -60,7 +60,7 @@ type controllerConfig struct {
 }
 
 func newControllers(c controllerConfig) (*controllers, error) {
-	pods := NodePods(c.client, c.spec.Name)
+	pods := nodePods(c.client, c.spec.Name)
 	pcCfg, err := podControllerConfig(c, pods)
 	if err != nil {
 		return nil, err
@@ -108,9 +108,9 @@ func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactor
 	return pcCfg, nil
 }
 
-// NodePods is the informer factory of this node's Pods (by field selector),
+// nodePods is the informer factory of this node's Pods (by field selector),
 // cached as vkcompat.PodCacheTransform leaves them, stamped under AnnPodUID.
-func NodePods(client kubernetes.Interface, nodeName string) informers.SharedInformerFactory {
+func nodePods(client kubernetes.Interface, nodeName string) informers.SharedInformerFactory {
 	return informers.NewSharedInformerFactoryWithOptions(client, informerResync, nodeutil.PodInformerFilter(nodeName),
 		informers.WithTransform(vkcompat.PodCacheTransform(AnnPodUID)))
 }

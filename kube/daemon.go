@@ -74,7 +74,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	if n := prov.Restore(d.eng.Range); n > 0 {
 		cfg.Log.Info("restored claims from the state file; Pods deleted while this process was down are released or preserved by their owner", "rows", n)
 	}
-	if d.node, err = NewNode(cfg.Node, prov); err != nil {
+	if d.node, err = newNode(cfg.Node, prov); err != nil {
 		return nil, err
 	}
 	if cfg.Inventory != nil {

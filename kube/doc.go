@@ -8,10 +8,9 @@
 // render status and push it to virtual-kubelet (an async provider).
 // DeletePod asks the owner, with a fresh GET, whether the VM may go.
 //
-// The interactive kubelet surfaces go to sandboxd with the claim's own
-// sandbox token: exec (exec.go) runs a command to completion, port-forward
-// (portforward.go) is sandboxd's ports relay, and the stats summary
-// (stats.go) reads each VM's memory. logs.go says where output lives.
+// The kubelet API's interactive surfaces (exec, port-forward, logs, stats)
+// are package kube/kubeletapi; the provider hands them its Pods and
+// claims (kubeletapi.go) and node.go wires their handlers.
 //
 // What only compensates for behaviours of virtual-kubelet lives in
 // kube/vkcompat, which this package wires (controllers.go, node.go,

@@ -14,8 +14,8 @@ func TestWarningsOnlyDropsEveryNormalEvent(t *testing.T) {
 	r := WarningsOnly(vkcompat.QuietRecorder(fake))
 	pod := &corev1.Pod{}
 	r.Eventf(pod, corev1.EventTypeNormal, EventClaimed, "claimed VM %s", "sb_1")
-	r.Event(pod, corev1.EventTypeNormal, EventReleased, "VM released")
-	r.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, EventRenewed, "renewed")
+	r.Event(pod, corev1.EventTypeNormal, eventReleased, "VM released")
+	r.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, eventRenewed, "renewed")
 	r.Eventf(pod, corev1.EventTypeWarning, "SandboxCapacity", "node %s full", "n1")
 	close(fake.Events)
 	var got []string

@@ -3,9 +3,11 @@ package kube
 import (
 	"context"
 	"slices"
+	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
@@ -22,3 +24,15 @@ func (f *fakeInventorySource) Info(context.Context) (pool.Info, error) {
 }
 
 func (f *fakeInventorySource) Tenant() bool { return false }
+
+// providerOver builds a provider over a fixed engine (one that does not
+// report to it).
+func providerOver(t testing.TB, eng Engine, o ProviderOptions) *Provider {
+	t.Helper()
+	o.Engine = func(pipeline.Reporter) (Engine, error) { return eng, nil }
+	p, err := NewProvider(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -22,9 +22,9 @@ import (
 const (
 	HolderLeaseNamespace = corev1.NamespaceNodeLease
 	holderLeasePrefix    = "vk-sandbox-"
-	// DefaultHolderLeaseDuration is how long a holder's lease lasts past its
+	// defaultHolderLeaseDuration is how long a holder's lease lasts past its
 	// last renewal.
-	DefaultHolderLeaseDuration = 40 * time.Second
+	defaultHolderLeaseDuration = 40 * time.Second
 )
 
 // HolderLeaseName is the name of the holder Lease of node.
@@ -44,7 +44,7 @@ type HolderOptions struct {
 	// lease takes it at once (the same host restarting).
 	Identity string
 	// Duration is the lease's leaseDurationSeconds; default
-	// DefaultHolderLeaseDuration.
+	// defaultHolderLeaseDuration.
 	Duration time.Duration
 	// RenewInterval is how often the lease is renewed; default a quarter
 	// of Duration. It must be below Duration.
@@ -74,7 +74,7 @@ func NewHolder(o HolderOptions) (*Holder, error) {
 		return nil, errors.New("holder lease: a client, a node name and an identity are required")
 	}
 	if o.Duration <= 0 {
-		o.Duration = DefaultHolderLeaseDuration
+		o.Duration = defaultHolderLeaseDuration
 	}
 	if o.RenewInterval <= 0 {
 		o.RenewInterval = o.Duration / 4
@@ -170,7 +170,7 @@ func heldByAnother(l *coordinationv1.Lease, identity string, now time.Time) (hol
 	case l.Spec.AcquireTime != nil:
 		last = l.Spec.AcquireTime.Time
 	}
-	dur := DefaultHolderLeaseDuration
+	dur := defaultHolderLeaseDuration
 	if l.Spec.LeaseDurationSeconds != nil {
 		dur = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}

@@ -23,8 +23,8 @@ import (
 // sandbox-operator's, which reads it; this project does not ship one.
 var NodeInventoryGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "nodeinventories"}
 
-// FieldManager owns the fields this node applies.
-const FieldManager = "vk-sandbox"
+// fieldManager owns the fields this node applies.
+const fieldManager = "vk-sandbox"
 
 // InventorySource is what the publisher reads from sandboxd.
 type InventorySource interface {
@@ -40,9 +40,9 @@ type Claims interface {
 	Identity() pipeline.Identity
 }
 
-// DefaultInventoryResync is how often InventoryPublisher applies an
+// defaultInventoryResync is how often InventoryPublisher applies an
 // inventory that has not changed.
-const DefaultInventoryResync = 10 * time.Minute
+const defaultInventoryResync = 10 * time.Minute
 
 // InventoryPublisher server-side-applies one NodeInventory per node. Each
 // tick rebuilds it: its entries are this node's claim table, which is
@@ -69,7 +69,7 @@ type InventoryPublisher struct {
 	Address  string
 	Log      *slog.Logger
 	Metrics  interface{ InventoryPublish(ok bool) }
-	// Resync: 0 is DefaultInventoryResync.
+	// Resync: 0 is defaultInventoryResync.
 	Resync time.Duration
 
 	// What the last successful apply sent, and when. Only the goroutine
@@ -121,7 +121,7 @@ func (p *InventoryPublisher) PublishOnce(ctx context.Context) error {
 	if p.now != nil {
 		now = p.now
 	}
-	resync := cmp.Or(p.Resync, DefaultInventoryResync)
+	resync := cmp.Or(p.Resync, defaultInventoryResync)
 	if p.last != nil && now().Sub(p.lastAt) < resync && equality.Semantic.DeepEqual(p.last, obj.Object) {
 		return nil
 	}
@@ -142,7 +142,7 @@ func (p *InventoryPublisher) apply(ctx context.Context, obj *unstructured.Unstru
 	}
 	force := true
 	_, err = p.Dynamic.Resource(NodeInventoryGVR).Patch(ctx, p.Node, types.ApplyPatchType, body, metav1.PatchOptions{
-		FieldManager: FieldManager, Force: &force, FieldValidation: metav1.FieldValidationStrict,
+		FieldManager: fieldManager, Force: &force, FieldValidation: metav1.FieldValidationStrict,
 	})
 	return err
 }

@@ -31,8 +31,11 @@ const (
 )
 
 // DefaultNodeOptions are the values NodeOptions' zero fields take, and the
-// defaults of vk-sandbox's matching flags: the one place they are set.
-var DefaultNodeOptions = NodeOptions{ListenAddr: ":10260", CPU: "4000", Memory: "8Ti", Pods: 2000, Workers: 64, RetryMax: 30 * time.Second}
+// defaults of vk-sandbox's matching flags: the one place they are set. A
+// function, so that no caller can change the defaults of another.
+func DefaultNodeOptions() NodeOptions {
+	return NodeOptions{ListenAddr: ":10260", CPU: "4000", Memory: "8Ti", Pods: 2000, Workers: 64, RetryMax: 30 * time.Second}
+}
 
 // DefaultOwnerGetTimeout bounds each owner GET when Authorizer.Timeout is 0.
 const DefaultOwnerGetTimeout = 5 * time.Second
@@ -120,13 +123,13 @@ func (n *Node) Ready() <-chan struct{} { return n.ctl.ready }
 // and sandboxd answering with the token accepted.
 func (n *Node) Checks() []Check { return n.ctl.status.checks() }
 
-// NewNode builds the virtual-kubelet node around the provider.
-func NewNode(o NodeOptions, p *Provider) (*Node, error) {
+// newNode builds the virtual-kubelet node around the provider.
+func newNode(o NodeOptions, p *Provider) (*Node, error) {
 	if o.Name == "" || o.Client == nil || o.EventRecorder == nil {
 		return nil, fmt.Errorf("node: a name, a client and an event recorder are required")
 	}
 	if o.ListenAddr == "" {
-		o.ListenAddr = DefaultNodeOptions.ListenAddr
+		o.ListenAddr = DefaultNodeOptions().ListenAddr
 	}
 	_, portStr, err := net.SplitHostPort(o.ListenAddr)
 	if err != nil {
@@ -142,7 +145,7 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 	}
 	workers := o.Workers
 	if workers <= 0 {
-		workers = DefaultNodeOptions.Workers
+		workers = DefaultNodeOptions().Workers
 	}
 	if len(o.ClientCA) > 0 && o.NoAuth {
 		return nil, fmt.Errorf("node: a client CA authenticates kubelet API clients, which --unsafe-kubelet-no-auth turns off: give one or the other")
@@ -153,7 +156,7 @@ func NewNode(o NodeOptions, p *Provider) (*Node, error) {
 	if !o.DefaultRateLimiters {
 		retryMax := o.RetryMax
 		if retryMax <= 0 {
-			retryMax = DefaultNodeOptions.RetryMax
+			retryMax = DefaultNodeOptions().RetryMax
 		}
 		overrides = append(overrides, vkcompat.ReplaceRateLimiters(o.Metrics, retryMax))
 	}
@@ -202,20 +205,20 @@ func newNodeSpec(name string) *corev1.Node {
 // nodeutil.AttachProviderRoutes does.
 func attachKubeletAPI(mux *http.ServeMux, p *Provider, pods corev1listers.PodLister) {
 	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
-		RunInContainer:        p.RunInContainer,
-		AttachToContainer:     p.AttachToContainer,
-		GetContainerLogs:      p.GetContainerLogs,
+		RunInContainer:        p.api.RunInContainer,
+		AttachToContainer:     p.api.AttachToContainer,
+		GetContainerLogs:      p.api.GetContainerLogs,
 		GetPods:               p.GetPods,
 		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) { return pods.List(labels.Everything()) },
-		GetStatsSummary:       p.GetStatsSummary,
-		GetMetricsResource:    p.GetMetricsResource,
-		PortForward:           p.PortForward,
-		StreamIdleTimeout:     p.IdleTimeout(),
+		GetStatsSummary:       p.api.GetStatsSummary,
+		GetMetricsResource:    p.api.GetMetricsResource,
+		PortForward:           p.api.PortForward,
+		StreamIdleTimeout:     p.api.IdleTimeout(),
 	}, true))
 	// virtual-kubelet swaps port-forward's two timeouts (vkcompat.PortForward):
 	// its route is served here instead, with the idle timeout as the idle
 	// timeout and the kubelet's creation timeout.
-	mux.Handle(vkcompat.PortForwardRoute, vkcompat.PortForward(p.PortForward, p.IdleTimeout(), vkcompat.KubeletStreamCreationTimeout))
+	mux.Handle(vkcompat.PortForwardRoute, vkcompat.PortForward(p.api.PortForward, p.api.IdleTimeout(), vkcompat.KubeletStreamCreationTimeout))
 }
 
 func nodeCapacity(o NodeOptions) (corev1.ResourceList, error) {
@@ -225,17 +228,17 @@ func nodeCapacity(o NodeOptions) (corev1.ResourceList, error) {
 		}
 		return v
 	}
-	cpu, err := resource.ParseQuantity(def(o.CPU, DefaultNodeOptions.CPU))
+	cpu, err := resource.ParseQuantity(def(o.CPU, DefaultNodeOptions().CPU))
 	if err != nil {
 		return nil, fmt.Errorf("node: --node-cpu %q: %w", o.CPU, err)
 	}
-	mem, err := resource.ParseQuantity(def(o.Memory, DefaultNodeOptions.Memory))
+	mem, err := resource.ParseQuantity(def(o.Memory, DefaultNodeOptions().Memory))
 	if err != nil {
 		return nil, fmt.Errorf("node: --node-memory %q: %w", o.Memory, err)
 	}
 	pods := o.Pods
 	if pods <= 0 {
-		pods = DefaultNodeOptions.Pods
+		pods = DefaultNodeOptions().Pods
 	}
 	return corev1.ResourceList{
 		corev1.ResourceCPU:    cpu,

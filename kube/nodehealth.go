@@ -22,13 +22,13 @@ const (
 
 // SandboxdReady condition reasons.
 const (
-	ReasonSandboxdReady        = "SandboxdReady"        // True: /healthz and /v1/info answer, neither draining nor full
-	ReasonSandboxdTenantToken  = "SandboxdTenantToken"  // True: /healthz answers; a tenant token may not read /v1/info
-	ReasonSandboxdInfoFailed   = "SandboxdInfoFailed"   // Unknown: /healthz answers, /v1/info fails otherwise
+	reasonSandboxdReady        = "SandboxdReady"        // True: /healthz and /v1/info answer, neither draining nor full
+	reasonSandboxdTenantToken  = "SandboxdTenantToken"  // True: /healthz answers; a tenant token may not read /v1/info
+	reasonSandboxdInfoFailed   = "SandboxdInfoFailed"   // Unknown: /healthz answers, /v1/info fails otherwise
 	ReasonSandboxdUnreachable  = "SandboxdUnreachable"  // False, tainted
-	ReasonSandboxdTokenRefused = "SandboxdTokenRefused" // False, tainted: 401
-	ReasonSandboxdDraining     = "SandboxdDraining"     // False, tainted
-	ReasonSandboxdAtCapacity   = "SandboxdAtCapacity"   // False, tainted
+	reasonSandboxdTokenRefused = "SandboxdTokenRefused" // False, tainted: 401
+	reasonSandboxdDraining     = "SandboxdDraining"     // False, tainted
+	reasonSandboxdAtCapacity   = "SandboxdAtCapacity"   // False, tainted
 )
 
 // SandboxdProbe is what the node's health check asks sandboxd; *pool.Client
@@ -50,7 +50,7 @@ type sandboxdHealth struct {
 // takes the token. /readyz fails otherwise; a node that is draining or full
 // still works for the Pods it holds.
 func (h sandboxdHealth) usable() bool {
-	return h.reason != ReasonSandboxdUnreachable && h.reason != ReasonSandboxdTokenRefused
+	return h.reason != ReasonSandboxdUnreachable && h.reason != reasonSandboxdTokenRefused
 }
 
 // checkSandboxd asks /healthz, then /v1/info, and judges.
@@ -75,42 +75,42 @@ func checkSandboxd(ctx context.Context, p SandboxdProbe) sandboxdHealth {
 	switch {
 	case err == nil:
 	case errors.Is(err, pool.ErrForbidden):
-		return sandboxdHealth{status: corev1.ConditionTrue, reason: ReasonSandboxdTenantToken,
+		return sandboxdHealth{status: corev1.ConditionTrue, reason: reasonSandboxdTenantToken,
 			message: "sandboxd answers; the token is a tenant token, which may not read /v1/info, so draining and capacity are not known"}
 	case pool.StatusCode(err) == http.StatusUnauthorized:
-		return sandboxdHealth{status: corev1.ConditionFalse, reason: ReasonSandboxdTokenRefused,
+		return sandboxdHealth{status: corev1.ConditionFalse, reason: reasonSandboxdTokenRefused,
 			message: "sandboxd refused the token (401): check --sandboxd-token-file", taint: "token-refused"}
 	case pool.StatusCode(err) == 0 && pool.IsRetryable(err):
 		// /healthz answered a moment ago; the connection went since.
 		return sandboxdHealth{status: corev1.ConditionFalse, reason: ReasonSandboxdUnreachable,
 			message: err.Error(), taint: "unreachable"}
 	default:
-		return sandboxdHealth{status: corev1.ConditionUnknown, reason: ReasonSandboxdInfoFailed,
+		return sandboxdHealth{status: corev1.ConditionUnknown, reason: reasonSandboxdInfoFailed,
 			message: "sandboxd answers /healthz, but /v1/info failed: " + err.Error()}
 	}
 	switch {
 	case info.Draining:
-		return sandboxdHealth{status: corev1.ConditionFalse, reason: ReasonSandboxdDraining,
+		return sandboxdHealth{status: corev1.ConditionFalse, reason: reasonSandboxdDraining,
 			message: "sandboxd is draining: it refuses every claim", taint: "draining"}
 	case info.AtCapacity:
 		why := info.AtCapacityReason
 		if why == "" {
 			why = "no reason given"
 		}
-		return sandboxdHealth{status: corev1.ConditionFalse, reason: ReasonSandboxdAtCapacity,
+		return sandboxdHealth{status: corev1.ConditionFalse, reason: reasonSandboxdAtCapacity,
 			message: "sandboxd is at capacity (" + why + "): new claims would be capacity misses", taint: "at-capacity"}
 	}
 	// The message carries nothing that changes while the verdict holds (no
 	// claim count): the node's status is rewritten, and the change logged,
 	// only when the verdict changes (nodeStatus.tick compares it whole).
-	return sandboxdHealth{status: corev1.ConditionTrue, reason: ReasonSandboxdReady,
+	return sandboxdHealth{status: corev1.ConditionTrue, reason: reasonSandboxdReady,
 		message: "sandboxd answers /healthz and /v1/info; it is neither draining nor at capacity"}
 }
 
-// DefaultStateDirMinFree is the free space below which the state file's
+// defaultStateDirMinFree is the free space below which the state file's
 // filesystem puts the node under DiskPressure: a few thousand claims' worth
 // of records plus a compaction's copy of the file.
-const DefaultStateDirMinFree = 64 << 20
+const defaultStateDirMinFree = 64 << 20
 
 // diskPressure judges the free space of the filesystem that holds the state
 // file. A state file that cannot grow makes every claim fail; DiskPressure

@@ -80,14 +80,14 @@ func TestSandboxdConditionReasons(t *testing.T) {
 		inMessage  string
 		usableWant bool
 	}{
-		{"answers", fakeProbe{info: pool.Info{Claimed: 3}}, corev1.ConditionTrue, ReasonSandboxdReady, "", "neither draining nor at capacity", true},
+		{"answers", fakeProbe{info: pool.Info{Claimed: 3}}, corev1.ConditionTrue, reasonSandboxdReady, "", "neither draining nor at capacity", true},
 		{"unreachable", fakeProbe{healthz: down}, corev1.ConditionFalse, ReasonSandboxdUnreachable, "unreachable", "connection refused", false},
 		{"info connection lost", fakeProbe{infoErr: down}, corev1.ConditionFalse, ReasonSandboxdUnreachable, "unreachable", "connection refused", false},
-		{"token refused", fakeProbe{infoErr: httpStatus(t, http.StatusUnauthorized)}, corev1.ConditionFalse, ReasonSandboxdTokenRefused, "token-refused", "--sandboxd-token-file", false},
-		{"tenant token", fakeProbe{infoErr: httpStatus(t, http.StatusForbidden)}, corev1.ConditionTrue, ReasonSandboxdTenantToken, "", "tenant token", true},
-		{"info fails", fakeProbe{infoErr: httpStatus(t, http.StatusInternalServerError)}, corev1.ConditionUnknown, ReasonSandboxdInfoFailed, "", "500", true},
-		{"draining", fakeProbe{info: pool.Info{Draining: true, AtCapacity: true}}, corev1.ConditionFalse, ReasonSandboxdDraining, "draining", "draining", true},
-		{"at capacity", fakeProbe{info: pool.Info{AtCapacity: true, AtCapacityReason: "max_claims"}}, corev1.ConditionFalse, ReasonSandboxdAtCapacity, "at-capacity", "max_claims", true},
+		{"token refused", fakeProbe{infoErr: httpStatus(t, http.StatusUnauthorized)}, corev1.ConditionFalse, reasonSandboxdTokenRefused, "token-refused", "--sandboxd-token-file", false},
+		{"tenant token", fakeProbe{infoErr: httpStatus(t, http.StatusForbidden)}, corev1.ConditionTrue, reasonSandboxdTenantToken, "", "tenant token", true},
+		{"info fails", fakeProbe{infoErr: httpStatus(t, http.StatusInternalServerError)}, corev1.ConditionUnknown, reasonSandboxdInfoFailed, "", "500", true},
+		{"draining", fakeProbe{info: pool.Info{Draining: true, AtCapacity: true}}, corev1.ConditionFalse, reasonSandboxdDraining, "draining", "draining", true},
+		{"at capacity", fakeProbe{info: pool.Info{AtCapacity: true, AtCapacityReason: "max_claims"}}, corev1.ConditionFalse, reasonSandboxdAtCapacity, "at-capacity", "max_claims", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := checkSandboxd(t.Context(), tc.probe)

@@ -118,7 +118,7 @@ func (s *nodeStatus) check(ctx context.Context) verdict {
 	if s.probe != nil {
 		v.health = checkSandboxd(ctx, s.probe)
 	} else {
-		v.health = sandboxdHealth{status: corev1.ConditionTrue, reason: ReasonSandboxdReady, message: "sandboxd is not checked"}
+		v.health = sandboxdHealth{status: corev1.ConditionTrue, reason: reasonSandboxdReady, message: "sandboxd is not checked"}
 	}
 	if s.stateDir != "" {
 		v.disk = diskPressure(s.stateDir, s.minFree)
@@ -267,7 +267,7 @@ type NodeHealthOptions struct {
 	// is the DiskPressure condition. "" reports no pressure, unchecked.
 	StateDir string
 	// MinFree is the free space below which DiskPressure is True; default
-	// DefaultStateDirMinFree.
+	// defaultStateDirMinFree.
 	MinFree uint64
 	// Log defaults to slog.Default().
 	Log *slog.Logger
@@ -278,7 +278,7 @@ func newNodeStatus(nodes corev1client.NodeInterface, spec *corev1.Node, o NodeHe
 		o.PingInterval = DefaultSandboxdPingInterval
 	}
 	if o.MinFree == 0 {
-		o.MinFree = DefaultStateDirMinFree
+		o.MinFree = defaultStateDirMinFree
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()

@@ -2,9 +2,9 @@ package kube
 
 import "strings"
 
-// Plural turns a Kind into its resource name with English rules, never a
+// plural turns a Kind into its resource name with English rules, never a
 // naive "+s": Sandbox→sandboxes, Policy→policies, Box→boxes, Class→classes.
-func Plural(kind string) string {
+func plural(kind string) string {
 	k := strings.ToLower(kind)
 	switch {
 	case k == "":

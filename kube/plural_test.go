@@ -11,8 +11,8 @@ func TestOwnerPluralsFollowEnglishRules(t *testing.T) {
 		"Match": "matches", "Mesh": "meshes", "Key": "keys", "Deployment": "deployments",
 		"SandboxClaim": "sandboxclaims", "Quiz": "quizes", "Gateway": "gateways",
 	} {
-		if got := Plural(kind); got != want {
-			t.Errorf("Plural(%q) = %q, want %q", kind, got, want)
+		if got := plural(kind); got != want {
+			t.Errorf("plural(%q) = %q, want %q", kind, got, want)
 		}
 	}
 }
@@ -22,9 +22,9 @@ func FuzzPlural(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kind string) {
-		p := Plural(kind)
+		p := plural(kind)
 		if kind != "" && (len(p) <= len(strings.ToLower(kind))-1 || p != strings.ToLower(p)) {
-			t.Fatalf("Plural(%q) = %q", kind, p)
+			t.Fatalf("plural(%q) = %q", kind, p)
 		}
 	})
 }

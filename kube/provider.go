@@ -5,9 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +14,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cocoonstack/vk-sandbox/kube/kubeletapi"
 	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
@@ -37,12 +36,10 @@ type Provider struct {
 	// (grace 0, UID precondition), as a kubelet does once its containers
 	// stopped; otherwise virtual-kubelet waits out the grace period.
 	podClient corev1client.PodsGetter
-	// sandboxd, when set, serves the interactive surfaces: exec,
-	// port-forward and stats (see interactive.go). Without it they answer
-	// that sandboxd is not wired.
-	sandboxd Sandboxd
-	// nodeName names the node in the stats summary.
-	nodeName string
+	// api serves the kubelet API's interactive surfaces (exec,
+	// port-forward, logs, stats) over this provider's Pods and claims
+	// (kubeletapi.go); node.go wires its handlers.
+	api *kubeletapi.API
 
 	engine Engine
 	auth   *Authorizer
@@ -53,13 +50,6 @@ type Provider struct {
 	// fallbackIP is the Pod IP of a claim whose owner_addr host is not an
 	// IP (see podIP); unset until SetPodIPFallback.
 	fallbackIP atomic.Pointer[netip.Addr]
-	// started is the node's start time in the stats summary.
-	started time.Time
-	// tenantStats logs once that stats need the root token.
-	tenantStats sync.Once
-	// sessions counts the open exec sessions, forwards the open
-	// port-forward connections (sessions.go).
-	sessions, forwards sessionSet
 }
 
 // SetPodIPFallback sets the Pod IP used when a claim's owner_addr is absent
@@ -83,10 +73,12 @@ type ProviderOptions struct {
 	Events     record.EventRecorder // nil: no Kubernetes Events
 	Log        *slog.Logger
 	PodClient  corev1client.PodsGetter // see Provider.podClient
-	Sandboxd   Sandboxd                // see Provider.sandboxd
-	NodeName   string
-	Sessions   SessionLimits // zero fields take DefaultSessionLimits'
-	Forwards   SessionLimits // zero fields take DefaultForwardLimits'
+	// Sandboxd, NodeName, Sessions and Forwards configure the interactive
+	// surfaces (see kubeletapi.Options).
+	Sandboxd kubeletapi.Sandboxd
+	NodeName string
+	Sessions kubeletapi.SessionLimits
+	Forwards kubeletapi.SessionLimits
 	// Engine builds the claim pipeline the provider feeds, given the
 	// provider as the pipeline's Reporter. Required.
 	Engine func(pipeline.Reporter) (Engine, error)
@@ -103,10 +95,9 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	if o.Events == nil {
 		o.Events = &record.FakeRecorder{}
 	}
-	p := &Provider{auth: o.Authorizer, events: o.Events, log: o.Log, cache: newPodCache(), started: time.Now(),
-		podClient: o.PodClient, sandboxd: o.Sandboxd, nodeName: o.NodeName}
-	p.sessions.kind, p.sessions.limits = execKind, o.Sessions.withDefaults(DefaultSessionLimits)
-	p.forwards.kind, p.forwards.limits = forwardKind, o.Forwards.withDefaults(DefaultForwardLimits)
+	p := &Provider{auth: o.Authorizer, events: o.Events, log: o.Log, cache: newPodCache(), podClient: o.PodClient}
+	p.api = kubeletapi.New(kubeletapi.Options{Pods: claimedPods{p}, Sandboxd: o.Sandboxd, NodeName: o.NodeName,
+		Log: o.Log, Sessions: o.Sessions, Forwards: o.Forwards})
 	eng, err := o.Engine(p)
 	if err != nil {
 		return nil, err
@@ -135,7 +126,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	p.log.DebugContext(ctx, "CreatePod", "pod", key, "uid", pod.UID)
 	spec, err := ParseClaimSpec(key, pod.Annotations)
 	if err != nil {
-		p.events.Event(pod, corev1.EventTypeWarning, EventInvalid, err.Error())
+		p.events.Event(pod, corev1.EventTypeWarning, eventInvalid, err.Error())
 		p.log.WarnContext(ctx, "sandbox pod rejected", "pod", key, "error", err)
 		return err
 	}
@@ -222,9 +213,9 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	if res.Held && !res.Shared {
 		if res.Verdict.Release {
-			p.events.Eventf(pod, corev1.EventTypeNormal, EventReleased, "VM released (%s)", res.Verdict.Reason)
+			p.events.Eventf(pod, corev1.EventTypeNormal, eventReleased, "VM released (%s)", res.Verdict.Reason)
 		} else {
-			p.events.Eventf(pod, corev1.EventTypeNormal, EventPreserved, "VM preserved for a replacement Pod (%s)", res.Verdict.Reason)
+			p.events.Eventf(pod, corev1.EventTypeNormal, eventPreserved, "VM preserved for a replacement Pod (%s)", res.Verdict.Reason)
 		}
 	}
 	if p.cache.remove(ref.Key, ref.UID) && pod.DeletionTimestamp != nil && p.podClient != nil {

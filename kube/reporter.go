@@ -12,15 +12,15 @@ import (
 // Kubernetes Event reasons.
 const (
 	EventClaimed       = "SandboxClaimed"
-	EventAdopted       = "SandboxAdopted"
-	EventCapacity      = pipeline.ReasonCapacity
-	EventPending       = "SandboxPending"
-	EventPreserved     = "SandboxPreserved"
-	EventReleased      = "SandboxReleased"
+	eventAdopted       = "SandboxAdopted"
+	eventCapacity      = pipeline.ReasonCapacity
+	eventPending       = "SandboxPending"
+	eventPreserved     = "SandboxPreserved"
+	eventReleased      = "SandboxReleased"
 	EventReleaseFailed = "SandboxReleaseFailed"
-	EventInvalid       = "SandboxInvalid"
+	eventInvalid       = "SandboxInvalid"
 	EventExpired       = ReasonLeaseExpired
-	EventRenewed       = "SandboxLeaseRenewed"
+	eventRenewed       = "SandboxLeaseRenewed"
 )
 
 var _ pipeline.Reporter = (*Provider)(nil)
@@ -39,7 +39,7 @@ func (p *Provider) Running(_ context.Context, ref pipeline.PodRef, c pipeline.Cl
 		return
 	}
 	if adopted {
-		p.events.Eventf(pod, corev1.EventTypeNormal, EventAdopted, "adopted VM %s at %s", c.ID, where(c, fallback))
+		p.events.Eventf(pod, corev1.EventTypeNormal, eventAdopted, "adopted VM %s at %s", c.ID, where(c, fallback))
 	} else {
 		p.events.Eventf(pod, corev1.EventTypeNormal, EventClaimed, "claimed VM %s at %s", c.ID, where(c, fallback))
 	}
@@ -57,7 +57,7 @@ func (p *Provider) Renewed(_ context.Context, ref pipeline.PodRef, c pipeline.Cl
 	if pod == nil {
 		return
 	}
-	p.events.Eventf(pod, corev1.EventTypeNormal, EventRenewed, "lease of VM %s renewed until %s", c.ID, c.Deadline.UTC().Format(time.RFC3339))
+	p.events.Eventf(pod, corev1.EventTypeNormal, eventRenewed, "lease of VM %s renewed until %s", c.ID, c.Deadline.UTC().Format(time.RFC3339))
 	p.push(pod)
 }
 

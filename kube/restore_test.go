@@ -192,8 +192,8 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 				if r := s.Counters()["release"]; r != 0 {
 					t.Fatalf("%d release calls for a Pod whose owner lives", r)
 				}
-				if e, ok := second.eventWith(EventPreserved, ReasonOwnerAlive); !ok {
-					t.Errorf("no %s Event naming %s (got %q)", EventPreserved, ReasonOwnerAlive, e)
+				if e, ok := second.eventWith(eventPreserved, ReasonOwnerAlive); !ok {
+					t.Errorf("no %s Event naming %s (got %q)", eventPreserved, ReasonOwnerAlive, e)
 				}
 				return
 			}
@@ -206,8 +206,8 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 			if held {
 				t.Fatalf("row for ns/p (claim %s) survived its release", cv.ID)
 			}
-			if e, ok := second.eventWith(EventReleased, ReasonOwnerGone); !ok {
-				t.Errorf("no %s Event naming %s (got %q)", EventReleased, ReasonOwnerGone, e)
+			if e, ok := second.eventWith(eventReleased, ReasonOwnerGone); !ok {
+				t.Errorf("no %s Event naming %s (got %q)", eventReleased, ReasonOwnerGone, e)
 			}
 		})
 	}

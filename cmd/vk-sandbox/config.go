@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/kube/kubeletapi"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
@@ -73,7 +74,7 @@ type config struct {
 var (
 	defaultShards          = pipeline.Defaults.Shards
 	defaultWorkersPerShard = pipeline.Defaults.Workers
-	defaultVKWorkers       = kube.DefaultNodeOptions.Workers
+	defaultVKWorkers       = kube.DefaultNodeOptions().Workers
 )
 
 func parseFlags(args []string) (*config, error) {
@@ -101,13 +102,13 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.NodeName, "node-name", defName, "virtual node name; one process serves it at a time (default: the host name, lower-cased, with -sandboxd)")
 	fs.StringVar(&c.NodeIP, "node-ip", "", "node InternalIP address")
 	fs.StringVar(&c.PodIPFallback, "pod-ip-fallback", podIPFallbackAuto, "Pod IP of a claim whose owner_addr has no IP: auto (--node-ip, else sandboxd's advertise_addr, else the host's primary address), off, or an IP")
-	fs.StringVar(&c.ListenAddr, "listen-addr", kube.DefaultNodeOptions.ListenAddr, "kubelet API listen address; its port is advertised as the kubelet endpoint")
+	fs.StringVar(&c.ListenAddr, "listen-addr", kube.DefaultNodeOptions().ListenAddr, "kubelet API listen address; its port is advertised as the kubelet endpoint")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "kubelet serving certificate (empty: self-signed P-256)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "kubelet serving key")
 	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "PEM CA bundle that verifies kubelet API client certificates, such as the apiserver's kubelet client certificate (empty: bearer tokens only, so kubectl exec, port-forward, logs and top through the apiserver are refused)")
-	fs.StringVar(&c.NodeCPU, "node-cpu", kube.DefaultNodeOptions.CPU, "node cpu capacity")
-	fs.StringVar(&c.NodeMemory, "node-memory", kube.DefaultNodeOptions.Memory, "node memory capacity")
-	fs.IntVar(&c.NodePods, "node-pods", kube.DefaultNodeOptions.Pods, "node pod capacity")
+	fs.StringVar(&c.NodeCPU, "node-cpu", kube.DefaultNodeOptions().CPU, "node cpu capacity")
+	fs.StringVar(&c.NodeMemory, "node-memory", kube.DefaultNodeOptions().Memory, "node memory capacity")
+	fs.IntVar(&c.NodePods, "node-pods", kube.DefaultNodeOptions().Pods, "node pod capacity")
 	fs.StringVar(&c.SandboxdURL, "sandboxd-url", "http://127.0.0.1:7777", "sandboxd base URL")
 	fs.StringVar(&c.AdvertiseAddr, "sandboxd-advertise-addr", "", "sandboxd address published in NodeInventory (default: host:port of --sandboxd-url)")
 	fs.StringVar(&c.TokenFile, "sandboxd-token-file", "", "file holding the sandboxd bearer token: the node's root api_token, or a tenant token (fewer features, see docs)")
@@ -139,12 +140,12 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
 	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
 	fs.BoolVar(&c.SandboxdDetect, "sandboxd-detect", true, "learn what sandboxd supports (read-only probes at startup and every 5 minutes) and use only that; false treats every feature as unknown: each one is tried and its answer checked, which is safe but dearer and quieter on servers before V2 (for a proxy that refuses the probes)")
-	fs.IntVar(&c.ExecMaxSessionsPerPod, "exec-max-sessions-per-pod", kube.DefaultSessionLimits.PerPod, "kubectl exec (and cp) sessions one Pod may have open at once; one more is refused")
-	fs.IntVar(&c.ExecMaxSessions, "exec-max-sessions", kube.DefaultSessionLimits.PerNode, "kubectl exec (and cp) sessions the node may have open at once; one more is refused")
-	fs.IntVar(&c.PortForwardMaxSessionsPerPod, "port-forward-max-sessions-per-pod", kube.DefaultForwardLimits.PerPod, "kubectl port-forward connections (one per forwarded TCP connection) one Pod may have open at once; one more is refused")
-	fs.IntVar(&c.PortForwardMaxSessions, "port-forward-max-sessions", kube.DefaultForwardLimits.PerNode, "kubectl port-forward connections the node may have open at once; one more is refused")
+	fs.IntVar(&c.ExecMaxSessionsPerPod, "exec-max-sessions-per-pod", kubeletapi.DefaultSessionLimits().PerPod, "kubectl exec (and cp) sessions one Pod may have open at once; one more is refused")
+	fs.IntVar(&c.ExecMaxSessions, "exec-max-sessions", kubeletapi.DefaultSessionLimits().PerNode, "kubectl exec (and cp) sessions the node may have open at once; one more is refused")
+	fs.IntVar(&c.PortForwardMaxSessionsPerPod, "port-forward-max-sessions-per-pod", kubeletapi.DefaultForwardLimits().PerPod, "kubectl port-forward connections (one per forwarded TCP connection) one Pod may have open at once; one more is refused")
+	fs.IntVar(&c.PortForwardMaxSessions, "port-forward-max-sessions", kubeletapi.DefaultForwardLimits().PerNode, "kubectl port-forward connections the node may have open at once; one more is refused")
 	fs.IntVar(&c.ExecBufferBudgetMiB, "exec-buffer-budget-mib", pool.DefaultAgentBufferBudget>>20, "MiB of guest output (silkd frames read for kubectl exec and cp) the node holds at once over all sessions; a session past it waits until bytes are written out. At least 16")
-	fs.DurationVar(&c.ExecIdleTimeout, "exec-idle-timeout", kube.DefaultSessionLimits.IdleTimeout, "an exec, attach or port-forward connection that carried nothing for this long is closed, and its command killed (the kubelet's streaming idle timeout)")
+	fs.DurationVar(&c.ExecIdleTimeout, "exec-idle-timeout", kubeletapi.DefaultSessionLimits().IdleTimeout, "an exec, attach or port-forward connection that carried nothing for this long is closed, and its command killed (the kubelet's streaming idle timeout)")
 	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", kube.DefaultOwnerGetTimeout, "timeout of the owner GET on delete; a timeout preserves the VM")
 	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight claims")
@@ -167,7 +168,7 @@ func (c *config) settle() error {
 		}
 	}
 	if c.NodePods <= 0 {
-		c.NodePods = kube.DefaultNodeOptions.Pods
+		c.NodePods = kube.DefaultNodeOptions().Pods
 	}
 	if c.OwnerGetTimeout <= 0 {
 		c.OwnerGetTimeout = kube.DefaultOwnerGetTimeout

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/kube/kubeletapi"
 	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -138,8 +139,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	d, err := kube.NewDaemon(kube.DaemonConfig{
 		Provider: kube.ProviderOptions{
 			Authorizer: auth, Events: recorder, Log: log, PodClient: client.CoreV1(), Sandboxd: sbx, NodeName: cfg.NodeName,
-			Sessions: kube.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout},
-			Forwards: kube.SessionLimits{PerPod: cfg.PortForwardMaxSessionsPerPod, PerNode: cfg.PortForwardMaxSessions},
+			Sessions: kubeletapi.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout},
+			Forwards: kubeletapi.SessionLimits{PerPod: cfg.PortForwardMaxSessionsPerPod, PerNode: cfg.PortForwardMaxSessions},
 		},
 		Pipeline: pipeline.Config{
 			Node: cfg.NodeName, NodeKey: nodeKey,

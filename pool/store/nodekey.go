@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // NodeKeyFile is the node secret's file name, in the state file's
@@ -87,7 +88,7 @@ func (s *Store) NodeKey() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: node key: write %s: %w", tmp.Name(), err)
 	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := placeNodeKey(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return ReadNodeKey(s.path) // another node on this directory made it first
 		}
@@ -114,4 +115,29 @@ func (s *Store) tightenNodeKey() {
 		return
 	}
 	s.lg.Warn("the node key file was readable by others; made it 0600", "file", path, "was", fi.Mode().Perm().String())
+}
+
+// placeNodeKey puts the written key at path only if no file is there: a
+// hard link, which fails with fs.ErrExist when another node sharing the
+// directory made its key first. A file system without hard links (some
+// FUSE and network file systems) gets the same rule from a lock file
+// beside the key: under it, a key that is absent is renamed into place, so
+// two nodes starting at once on one directory never replace each other's
+// key.
+func placeNodeKey(tmp, path string) error {
+	err := os.Link(tmp, path)
+	if !errors.Is(err, syscall.ENOTSUP) && !errors.Is(err, syscall.EOPNOTSUPP) && !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	lk, lerr := lockFile(path)
+	if lerr != nil {
+		return fmt.Errorf("link unsupported (%v), and %w", err, lerr)
+	}
+	defer unlockFile(lk)
+	if _, serr := os.Lstat(path); serr == nil {
+		return fs.ErrExist
+	} else if !errors.Is(serr, fs.ErrNotExist) {
+		return serr
+	}
+	return os.Rename(tmp, path)
 }

@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -92,7 +92,7 @@ var hostileCases = []struct {
 func TestAHostileGuestCannotHoldASessionSlotGoroutineOrSocket(t *testing.T) {
 	echo := testkit.EchoService(t)
 	it := newInteractive(t, sim.Config{GuestPorts: map[int]string{8080: echo}}, interactiveRoot,
-		func(o *ProviderOptions) { o.Sessions = SessionLimits{PerPod: 1} })
+		func(o *Options) { o.Sessions = SessionLimits{PerPod: 1} })
 	other := it.addPod("other", it.another(t), corev1.PodRunning)
 	type session struct {
 		pod    pipeline.PodKey
@@ -212,7 +212,7 @@ func TestPortForwardCapRefusesOneMoreAndFreesTheSlot(t *testing.T) {
 	holder := testkit.Serve(t, func(c *net.TCPConn) { <-release })
 	t.Cleanup(func() { close(release) })
 	it := newInteractive(t, sim.Config{GuestPorts: map[int]string{9000: holder}}, interactiveRoot,
-		func(o *ProviderOptions) { o.Forwards = SessionLimits{PerPod: 2, PerNode: 3} })
+		func(o *Options) { o.Forwards = SessionLimits{PerPod: 2, PerNode: 3} })
 	open := []*spdyLike{newSPDYLike(t), newSPDYLike(t)}
 	var dones []<-chan error
 	for _, s := range open {

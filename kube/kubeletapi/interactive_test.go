@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"bytes"
@@ -26,24 +26,29 @@ import (
 
 const interactiveRoot = "root-tok-interactive-test"
 
-// claimsEngine serves fixed claim rows; the interactive surfaces only look
-// claims up.
+// claimsEngine serves fixed Pods and claim rows, as the provider does:
+// the interactive surfaces only look them up.
 type claimsEngine struct {
 	mu     sync.Mutex
+	pods   map[pipeline.PodKey]*corev1.Pod
 	claims map[string]pipeline.ClaimView
 	tokens map[string]string // claim id → sandbox token
 }
 
-func (e *claimsEngine) Create(context.Context, pipeline.Intent) error { return nil }
-func (e *claimsEngine) Delete(context.Context, pipeline.PodRef, func(context.Context) pipeline.Verdict) (pipeline.DeleteResult, error) {
-	return pipeline.DeleteResult{}, nil
-}
-func (e *claimsEngine) Deleted(string) bool { return false }
-func (e *claimsEngine) Lookup(key pipeline.PodKey) (pipeline.ClaimView, bool) {
+func (e *claimsEngine) Pod(key pipeline.PodKey) *corev1.Pod {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cv, ok := e.claims[string(key)]
-	return cv, ok
+	return e.pods[key]
+}
+
+func (e *claimsEngine) Pods() []*corev1.Pod {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(e.pods))
+	for _, p := range e.pods {
+		out = append(out, p)
+	}
+	return out
 }
 
 // Credential has pipeline.Engine's rule: a durable claim of that Pod UID.
@@ -77,10 +82,10 @@ func (r *recordingSandboxd) last() pool.ExecRequest {
 	return r.execs[len(r.execs)-1]
 }
 
-// interactive is a provider over a real emulator, with one Running Pod
+// interactive is the surfaces over a real emulator, with one Running Pod
 // "ns/box" whose durable claim is a real sandbox.
 type interactive struct {
-	prov  *Provider
+	prov  *API
 	sim   *sim.Server
 	sbx   *recordingSandboxd
 	c     *pool.Client
@@ -89,7 +94,7 @@ type interactive struct {
 	pod   *corev1.Pod
 }
 
-func newInteractive(t *testing.T, cfg sim.Config, token string, opts ...func(*ProviderOptions)) *interactive {
+func newInteractive(t *testing.T, cfg sim.Config, token string, opts ...func(*Options)) *interactive {
 	t.Helper()
 	cfg.RootToken = interactiveRoot
 	cfg.NodeToken = "node-tok-interactive-test"
@@ -108,12 +113,12 @@ func newInteractive(t *testing.T, cfg sim.Config, token string, opts ...func(*Pr
 	if err != nil {
 		t.Fatal(err)
 	}
-	it := &interactive{sim: s, c: c, sbx: &recordingSandboxd{Sandboxd: c}, eng: &claimsEngine{claims: map[string]pipeline.ClaimView{}, tokens: map[string]string{}}, claim: cr}
-	o := ProviderOptions{Log: slog.New(slog.DiscardHandler), Sandboxd: it.sbx}
+	it := &interactive{sim: s, c: c, sbx: &recordingSandboxd{Sandboxd: c}, eng: &claimsEngine{pods: map[pipeline.PodKey]*corev1.Pod{}, claims: map[string]pipeline.ClaimView{}, tokens: map[string]string{}}, claim: cr}
+	o := Options{Pods: it.eng, Log: slog.New(slog.DiscardHandler), Sandboxd: it.sbx}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	it.prov = providerOver(t, it.eng, o)
+	it.prov = New(o)
 	it.pod = it.addPod("box", cr, corev1.PodRunning)
 	return it
 }
@@ -135,8 +140,8 @@ func (it *interactive) addPod(name string, cr pool.ClaimResponse, phase corev1.P
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent"}, {Name: "sidecar"}}},
 		Status:     corev1.PodStatus{Phase: phase, StartTime: &now},
 	}
-	it.prov.cache.put(pipeline.JoinKey("ns", name), pod)
 	it.eng.mu.Lock()
+	it.eng.pods[pipeline.JoinKey("ns", name)] = pod
 	it.eng.claims["ns/"+name] = pipeline.ClaimView{State: pipeline.StateDurable, ID: cr.ID, PodUID: string(pod.UID)}
 	it.eng.tokens[cr.ID] = cr.Token
 	it.eng.mu.Unlock()
@@ -378,15 +383,3 @@ type nopStream struct{}
 func (nopStream) Read([]byte) (int, error)    { return 0, io.EOF }
 func (nopStream) Write(b []byte) (int, error) { return len(b), nil }
 func (nopStream) Close() error                { return nil }
-
-// providerOver builds a provider over a fixed engine (one that does not
-// report to it).
-func providerOver(t testing.TB, eng Engine, o ProviderOptions) *Provider {
-	t.Helper()
-	o.Engine = func(pipeline.Reporter) (Engine, error) { return eng, nil }
-	p, err := NewProvider(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}

@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -25,14 +25,17 @@ type SessionLimits struct {
 }
 
 // DefaultSessionLimits are the defaults of --exec-max-sessions-per-pod,
-// --exec-max-sessions and --exec-idle-timeout (the kubelet's 4h).
-var DefaultSessionLimits = SessionLimits{PerPod: 16, PerNode: 256, IdleTimeout: 4 * time.Hour}
+// --exec-max-sessions and --exec-idle-timeout (the kubelet's 4h). A
+// function, so that no caller can change the defaults of another.
+func DefaultSessionLimits() SessionLimits {
+	return SessionLimits{PerPod: 16, PerNode: 256, IdleTimeout: 4 * time.Hour}
+}
 
 // DefaultForwardLimits are the defaults of
 // --port-forward-max-sessions-per-pod and --port-forward-max-sessions:
 // kubectl port-forward opens one stream per forwarded TCP connection, and
 // a browser opens several at once, so the caps are wider than exec's.
-var DefaultForwardLimits = SessionLimits{PerPod: 64, PerNode: 1024}
+func DefaultForwardLimits() SessionLimits { return SessionLimits{PerPod: 64, PerNode: 1024} }
 
 func (l SessionLimits) withDefaults(d SessionLimits) SessionLimits {
 	if l.PerPod <= 0 {
@@ -60,7 +63,7 @@ var (
 type sessionSet struct {
 	mu     sync.Mutex
 	kind   sessionKind
-	limits SessionLimits // with defaults applied, set once by NewProvider
+	limits SessionLimits // with defaults applied, set once by New
 	byPod  map[pipeline.PodKey]int
 	total  int
 }
@@ -103,8 +106,8 @@ func (s *sessionSet) open(key pipeline.PodKey) (pod, node int) {
 }
 
 // IdleTimeout is the streaming idle timeout the kubelet API applies.
-func (p *Provider) IdleTimeout() time.Duration {
-	return p.sessions.limits.IdleTimeout // set once, by NewProvider
+func (a *API) IdleTimeout() time.Duration {
+	return a.sessions.limits.IdleTimeout // set once, by New
 }
 
 // claimCheckEvery is how often a session checks that its Pod still holds
@@ -115,12 +118,12 @@ var errClaimGone = errors.New("the Pod's claim on it ended (the Pod was deleted,
 
 // boundToClaim is ctx, ended with errClaimGone once c's Pod no longer
 // holds c's sandbox: a session never outlives its Pod's claim.
-func (p *Provider) boundToClaim(ctx context.Context, c sandbox) (context.Context, func()) {
+func (a *API) boundToClaim(ctx context.Context, c sandbox) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		gone := func(context.Context) (bool, error) {
-			id, _, ok := p.engine.Credential(c.Key, c.UID)
-			pod := p.cache.get(c.Key)
+			id, _, ok := a.pods.Credential(c.Key, c.UID)
+			pod := a.pods.Pod(c.Key)
 			return !ok || id != c.ID || pod == nil || string(pod.UID) != c.UID, nil
 		}
 		if wait.PollUntilContextCancel(ctx, claimCheckEvery, false, gone) == nil {

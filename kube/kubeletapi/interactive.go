@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -15,14 +15,25 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
-// Sandboxd is what the interactive surfaces need from the sandboxd client.
-// Exec, Agent and DialPort take the claim's own sandbox token; Stats needs the
-// root token, and Tenant reports that the node token has proved not to be.
+// Sandboxd is what the interactive surfaces need from the sandboxd client
+// (*pool.Client). Exec, Agent and DialPort take the claim's own sandbox
+// token; Stats needs the root token. No error it returns may name a token.
 type Sandboxd interface {
+	// Exec runs a command to completion (sandboxd's buffered exec) and
+	// returns its output and exit code; a refusal is a *pool.HTTPError.
 	Exec(ctx context.Context, id, token string, r pool.ExecRequest) (pool.ExecResult, error)
+	// DialPort opens a connection to a guest port through sandboxd's
+	// ports relay; closing it ends the relay.
 	DialPort(ctx context.Context, id, token string, port int) (*pool.PortConn, error)
+	// Stats is what sandboxd measured of the sandbox; pool.ErrForbidden
+	// when the client's token is not the root token.
 	Stats(ctx context.Context, id string) (pool.Stats, error)
+	// Agent is a session with the sandbox's guest agent (silkd) behind
+	// sandboxd's agent relay; pool.ErrNoAgentRelay when sandboxd refuses
+	// the relay. The caller closes it.
 	Agent(id, token string) *pool.Agent
+	// Tenant reports that sandboxd has answered 403 to a root-token read:
+	// the node token is a tenant's, and stats are not read any more.
 	Tenant() bool
 	// Features is what the node's sandboxd was found to have; false while
 	// unknown (then a verb is simply tried).
@@ -31,8 +42,8 @@ type Sandboxd interface {
 
 // lacks reports whether the node's sandboxd is known to lack what has
 // says, and names the verb for the error kubectl shows.
-func (p *Provider) lacks(has func(pool.Features) bool) bool {
-	f, ok := p.sandboxd.Features()
+func (a *API) lacks(has func(pool.Features) bool) bool {
+	f, ok := a.sandboxd.Features()
 	return ok && !has(f)
 }
 
@@ -46,7 +57,8 @@ func errVerbMissing(surface, verb string) error {
 var _ Sandboxd = (*pool.Client)(nil)
 
 // These surfaces are reached only through the apiserver's authorized proxy
-// to the kubelet API (node.go authenticates and authorizes every request),
+// to the kubelet API (package kube's node authenticates and authorizes
+// every request),
 // so the caller may act on the Pod; the sandbox token the request then
 // uses comes from the claim row and never leaves this process: no error,
 // log line or span below names it.
@@ -55,16 +67,16 @@ var _ Sandboxd = (*pool.Client)(nil)
 // the Pod is this node's, Running, and its generation holds a durable claim.
 // A quarantined or tentative claim, or one held for an older or newer
 // generation of the name, is not the Pod's yet.
-func (p *Provider) target(namespace, name string) (sandbox, error) {
+func (a *API) target(namespace, name string) (sandbox, error) {
 	key := pipeline.JoinKey(namespace, name)
-	pod := p.cache.get(key)
+	pod := a.pods.Pod(key)
 	if pod == nil {
 		return sandbox{}, errdefs.NotFoundf("pod %s is not known to this node", key)
 	}
-	if p.sandboxd == nil {
+	if a.sandboxd == nil {
 		return sandbox{}, errors.New("this node has no sandboxd client for interactive requests")
 	}
-	id, token, ok := p.engine.Credential(key, string(pod.UID))
+	id, token, ok := a.pods.Credential(key, string(pod.UID))
 	if pod.Status.Phase != corev1.PodRunning || !ok {
 		why := pod.Status.Reason
 		if why == "" {

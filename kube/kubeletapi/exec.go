@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -30,33 +30,33 @@ var errNoRelayInteractive = errdefs.InvalidInput("this node's sandboxd does not 
 // sandboxd's buffered exec instead, for commands without -i and -t. The
 // container name is not used: a sandbox Pod is one VM, whatever its
 // containers.
-func (p *Provider) RunInContainer(ctx context.Context, namespace, name, _ string, cmd []string, attach api.AttachIO) error {
+func (a *API) RunInContainer(ctx context.Context, namespace, name, _ string, cmd []string, attach api.AttachIO) error {
 	if len(cmd) == 0 {
 		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 		return errdefs.InvalidInput("no command given: kubectl exec POD -- CMD ARGS")
 	}
-	if p.lacks(func(f pool.Features) bool { return f.Agent || f.Exec }) {
+	if a.lacks(func(f pool.Features) bool { return f.Agent || f.Exec }) {
 		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 		return errVerbMissing("kubectl exec", "exec or agent relay")
 	}
-	c, err := p.target(namespace, name)
+	c, err := a.target(namespace, name)
 	if err != nil {
 		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 		return err
 	}
-	release, err := p.sessions.acquire(c.Key)
+	release, err := a.sessions.acquire(c.Key)
 	if err != nil {
 		drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 		return err
 	}
 	defer release()
-	ctx, stop := p.boundToClaim(ctx, c)
+	ctx, stop := a.boundToClaim(ctx, c)
 	defer stop()
-	ag := p.sandboxd.Agent(c.ID, c.Token)
+	ag := a.sandboxd.Agent(c.ID, c.Token)
 	defer ag.Close()
 	var code int
 	if attach.TTY() {
-		code, err = p.runTTY(ctx, ag, cmd, attach)
+		code, err = a.runTTY(ctx, ag, cmd, attach)
 	} else {
 		code, err = ag.Exec(ctx, pool.AgentExec{Argv: cmd, Stdin: attach.Stdin(), Stdout: writer(attach.Stdout()), Stderr: writer(attach.Stderr())})
 	}
@@ -65,13 +65,13 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, name, _ string
 			drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 			return errNoRelayInteractive
 		}
-		return p.runBuffered(ctx, c, cmd, attach)
+		return a.runBuffered(ctx, c, cmd, attach)
 	}
 	if err != nil {
 		if cerr := context.Cause(ctx); errors.Is(cerr, errClaimGone) {
 			return fmt.Errorf("sandbox %s: %w", c.ID, cerr)
 		}
-		p.log.Log(ctx, agentRefusalLevel(err), "exec failed", "pod", c.Key, "sandbox", c.ID, "error", err)
+		a.log.Log(ctx, agentRefusalLevel(err), "exec failed", "pod", c.Key, "sandbox", c.ID, "error", err)
 		return explainAgent(err, c.ID)
 	}
 	return exitError(code)
@@ -126,14 +126,14 @@ func agentRefusalLevel(err error) slog.Level {
 // runBuffered is kubectl exec without -i and -t on a node without the
 // agent relay: the command runs to completion through sandboxd's buffered
 // exec, and its output is written once it ends.
-func (p *Provider) runBuffered(ctx context.Context, c sandbox, cmd []string, attach api.AttachIO) error {
+func (a *API) runBuffered(ctx context.Context, c sandbox, cmd []string, attach api.AttachIO) error {
 	secs, err := timeoutSeconds(ctx)
 	if err != nil {
 		return err
 	}
-	res, err := p.sandboxd.Exec(ctx, c.ID, c.Token, pool.ExecRequest{Argv: cmd, TimeoutSeconds: secs})
+	res, err := a.sandboxd.Exec(ctx, c.ID, c.Token, pool.ExecRequest{Argv: cmd, TimeoutSeconds: secs})
 	if err != nil {
-		p.log.Log(ctx, refusalLevel(err), "exec refused", "pod", c.Key, "sandbox", c.ID, "error", err)
+		a.log.Log(ctx, refusalLevel(err), "exec refused", "pod", c.Key, "sandbox", c.ID, "error", err)
 		return explain(err, pool.VerbExec, c.ID, 0, secs)
 	}
 	if err := writeOutput(attach.Stdout(), res.Stdout); err != nil {
@@ -203,7 +203,7 @@ var errAttach = errdefs.InvalidInput("kubectl attach: a sandbox Pod is a VM with
 
 // AttachToContainer is refused with errAttach, once the input the client
 // already sent is read.
-func (p *Provider) AttachToContainer(ctx context.Context, _, _, _ string, attach api.AttachIO) error {
+func (a *API) AttachToContainer(ctx context.Context, _, _, _ string, attach api.AttachIO) error {
 	drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 	return errAttach
 }

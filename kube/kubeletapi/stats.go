@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -35,14 +35,14 @@ type usage struct {
 // answered 403, the client reports Tenant and no more reads are made, in
 // this round or any later one. failed reports whether a read failed for
 // another reason.
-func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
-	for _, pod := range p.cache.list() {
+func (a *API) collect(ctx context.Context) (out []usage, failed bool) {
+	for _, pod := range a.pods.Pods() {
 		if pod.Status.Phase == corev1.PodRunning {
 			out = append(out, usage{pod: pod})
 		}
 	}
-	slices.SortFunc(out, func(a, b usage) int { return strings.Compare(string(podKey(a.pod)), string(podKey(b.pod))) })
-	if p.sandboxd == nil || p.sandboxd.Tenant() {
+	slices.SortFunc(out, func(x, y usage) int { return strings.Compare(string(podKey(x.pod)), string(podKey(y.pod))) })
+	if a.sandboxd == nil || a.sandboxd.Tenant() {
 		return out, false
 	}
 	// Each read writes only its own index; out is not grown from here on.
@@ -51,23 +51,23 @@ func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
 	g.SetLimit(statsConcurrency)
 	for i := range out {
 		pod := out[i].pod
-		cv, ok := p.engine.Lookup(podKey(pod))
-		if !ok || cv.State != pipeline.StateDurable || cv.PodUID != string(pod.UID) {
+		id, _, ok := a.pods.Credential(podKey(pod), string(pod.UID))
+		if !ok {
 			continue
 		}
 		g.Go(func() error {
-			if p.sandboxd.Tenant() || p.lacks(func(f pool.Features) bool { return f.Stats }) {
+			if a.sandboxd.Tenant() || a.lacks(func(f pool.Features) bool { return f.Stats }) {
 				return nil // no usage: the token or the node cannot read it
 			}
-			st, err := p.sandboxd.Stats(ctx, cv.ID)
+			st, err := a.sandboxd.Stats(ctx, id)
 			switch {
 			case errors.Is(err, pool.ErrForbidden):
-				p.tenantStats.Do(func() {
-					p.log.WarnContext(ctx, "sandbox stats need sandboxd's root token; with this token Pods are reported without usage")
+				a.tenantStats.Do(func() {
+					a.log.WarnContext(ctx, "sandbox stats need sandboxd's root token; with this token Pods are reported without usage")
 				})
 			case err != nil:
 				failures[i] = true
-				p.log.DebugContext(ctx, "sandbox stats unavailable", "pod", podKey(pod), "sandbox", cv.ID, "error", err)
+				a.log.DebugContext(ctx, "sandbox stats unavailable", "pod", podKey(pod), "sandbox", id, "error", err)
 			default:
 				out[i].stats = &st
 			}
@@ -84,10 +84,10 @@ func (p *Provider) collect(ctx context.Context) (out []usage, failed bool) {
 // containers, so splitting it would be invented). Memory sandboxd did not
 // measure (a hibernated VM) is left out rather than reported as zero, and
 // CPU is left out because sandboxd reports no CPU usage.
-func (p *Provider) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
-	us, _ := p.collect(ctx)
+func (a *API) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
+	us, _ := a.collect(ctx)
 	sum := &statsv1alpha1.Summary{
-		Node: statsv1alpha1.NodeStats{NodeName: p.nodeName, StartTime: metav1.NewTime(p.started)},
+		Node: statsv1alpha1.NodeStats{NodeName: a.nodeName, StartTime: metav1.NewTime(a.started)},
 		Pods: make([]statsv1alpha1.PodStats, 0, len(us)),
 	}
 	for _, u := range us {
@@ -128,6 +128,8 @@ func memoryStats(st *pool.Stats) *statsv1alpha1.MemoryStats {
 	return mem
 }
 
+func podKey(pod *corev1.Pod) pipeline.PodKey { return pipeline.JoinKey(pod.Namespace, pod.Name) }
+
 func podStart(pod *corev1.Pod) metav1.Time {
 	if pod.Status.StartTime != nil {
 		return *pod.Status.StartTime
@@ -138,8 +140,8 @@ func podStart(pod *corev1.Pod) metav1.Time {
 // GetMetricsResource is /metrics/resource, what metrics-server scrapes:
 // the same measurements as the summary, in the kubelet's series. There is
 // no container_cpu_usage_seconds_total, for want of a CPU reading.
-func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
-	us, failed := p.collect(ctx)
+func (a *API) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
+	us, failed := a.collect(ctx)
 	gauge := func(name, help string) *dto.MetricFamily {
 		return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum()}
 	}

@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 // not capture what the guest prints, so there is nothing to stream. The
 // answer is an InvalidInput (400), which the apiserver hands to kubectl
 // word for word.
-func (p *Provider) GetContainerLogs(_ context.Context, namespace, name, _ string, _ api.ContainerLogOpts) (io.ReadCloser, error) {
+func (a *API) GetContainerLogs(_ context.Context, namespace, name, _ string, _ api.ContainerLogOpts) (io.ReadCloser, error) {
 	key := pipeline.JoinKey(namespace, name)
-	pod := p.cache.get(key)
+	pod := a.pods.Pod(key)
 	if pod == nil {
 		return nil, errdefs.NotFoundf("pod %s is not known to this node", key)
 	}

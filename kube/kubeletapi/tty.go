@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -23,7 +23,7 @@ const firstSizeWait = 2 * time.Second
 // (kubectl exec -it POD -- sh) is left to run as it is. Window sizes are
 // forwarded as they change; Ctrl-C and Ctrl-D are bytes like any other,
 // which the guest's terminal turns into signals and end of input.
-func (p *Provider) runTTY(ctx context.Context, ag *pool.Agent, cmd []string, attach api.AttachIO) (int, error) {
+func (a *API) runTTY(ctx context.Context, ag *pool.Agent, cmd []string, attach api.AttachIO) (int, error) {
 	size := pool.TermSize{Cols: 80, Rows: 24}
 	resize := attach.Resize()
 	if resize != nil {

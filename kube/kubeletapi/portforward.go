@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -22,27 +22,27 @@ import (
 // passed on as a half-close (kubectl's stream ending becomes CloseWrite
 // towards the guest, the guest's EOF closes the stream towards kubectl),
 // so a client that stops sending still reads the whole answer.
-func (p *Provider) PortForward(ctx context.Context, namespace, name string, port int32, stream io.ReadWriteCloser) error {
-	if p.lacks(func(f pool.Features) bool { return f.Ports }) {
+func (a *API) PortForward(ctx context.Context, namespace, name string, port int32, stream io.ReadWriteCloser) error {
+	if a.lacks(func(f pool.Features) bool { return f.Ports }) {
 		return errVerbMissing("kubectl port-forward", "ports relay")
 	}
-	c, err := p.target(namespace, name)
+	c, err := a.target(namespace, name)
 	if err != nil {
 		return err
 	}
 	// A connection holds a slot until the relay has closed both sides.
-	release, err := p.forwards.acquire(c.Key)
+	release, err := a.forwards.acquire(c.Key)
 	if err != nil {
 		return err
 	}
 	defer release()
-	conn, err := p.sandboxd.DialPort(ctx, c.ID, c.Token, int(port))
+	conn, err := a.sandboxd.DialPort(ctx, c.ID, c.Token, int(port))
 	if err != nil {
-		p.log.Log(ctx, refusalLevel(err), "port-forward refused", "pod", pipeline.JoinKey(namespace, name), "sandbox", c.ID, "port", port, "error", err)
+		a.log.Log(ctx, refusalLevel(err), "port-forward refused", "pod", pipeline.JoinKey(namespace, name), "sandbox", c.ID, "port", port, "error", err)
 		return explain(err, pool.VerbPorts, c.ID, int(port), 0)
 	}
 	if err := relay(stream, conn); err != nil {
-		p.log.DebugContext(ctx, "port-forward ended", "pod", pipeline.JoinKey(namespace, name), "sandbox", c.ID, "port", port, "error", err)
+		a.log.DebugContext(ctx, "port-forward ended", "pod", pipeline.JoinKey(namespace, name), "sandbox", c.ID, "port", port, "error", err)
 		return fmt.Errorf("port %d in sandbox %s: %w", port, c.ID, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // set of the Pod and its first container, no memory for a VM sandboxd could
 // not measure (never a zero), and no CPU anywhere, for want of a reading.
 func TestStatsSummaryReportsMeasuredMemoryAndNoCPU(t *testing.T) {
-	it := newInteractive(t, sim.Config{}, interactiveRoot, func(o *ProviderOptions) { o.NodeName = "vk-node" })
+	it := newInteractive(t, sim.Config{}, interactiveRoot, func(o *Options) { o.NodeName = "vk-node" })
 	it.sim.SetMemUsed(it.claim.ID, 100<<20)
 	sleepy := it.another(t)
 	it.addPod("sleepy", sleepy, corev1.PodRunning)

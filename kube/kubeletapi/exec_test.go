@@ -1,4 +1,4 @@
-package kube
+package kubeletapi
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func TestTTYCommandLineQuotes(t *testing.T) {
 // The caps refuse one session more, per Pod and per node, naming the
 // flag; a session ending frees its slot.
 func TestRunInContainerSessionCaps(t *testing.T) {
-	it := newInteractive(t, sim.Config{}, interactiveRoot, func(o *ProviderOptions) { o.Sessions = SessionLimits{PerPod: 1, PerNode: 5} })
+	it := newInteractive(t, sim.Config{}, interactiveRoot, func(o *Options) { o.Sessions = SessionLimits{PerPod: 1, PerNode: 5} })
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- it.exec(ctx, newAttach(), "sleep", "600") }()
