@@ -82,14 +82,7 @@ func TestSandboxdOutageTaintsTheNodeAndTheSchedulerWaits(t *testing.T) {
 	}
 
 	createPod(t, unboundPod(ns, "during", n.Name))
-	p := waitPod(t, ns, "during", "reported unschedulable", func(p *corev1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return true
-			}
-		}
-		return false
-	})
+	p := waitUnschedulable(t, ns, "during")
 	if p.Spec.NodeName != "" {
 		t.Fatalf("bound to %q while sandboxd was down", p.Spec.NodeName)
 	}
@@ -133,6 +126,20 @@ func unboundPod(ns, name, node string, tolerations ...corev1.Toleration) *corev1
 		p.Spec.NodeSelector[corev1.LabelHostname] = node
 		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 		p.Spec.Tolerations = append(p.Spec.Tolerations, tolerations...)
+	})
+}
+
+// waitUnschedulable waits until the scheduler reports the Pod ns/name
+// unschedulable.
+func waitUnschedulable(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	return waitPod(t, ns, name, "reported unschedulable", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return true
+			}
+		}
+		return false
 	})
 }
 
