@@ -330,6 +330,16 @@ func (n *vkNode) identity(t *testing.T) pipeline.Identity {
 	return pipeline.Identity{Node: n.Name, Key: key}
 }
 
+// claimRefOf is id's claim_ref for the Pod generation (key, uid).
+func claimRefOf(t *testing.T, id pipeline.Identity, key pipeline.PodKey, uid string) string {
+	t.Helper()
+	ref, err := id.ClaimRef(key, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // runThenOrphan runs a Pod owned by a new Sandbox until it is Running, then
 // deletes the owner and then the Pod: a delete that must release the VM.
 func runThenOrphan(t *testing.T, n *vkNode, ns, name string) {
