@@ -309,11 +309,12 @@ func (n *vkNode) stateFileHolds(id string) bool {
 }
 
 // podKeyOf is the Pod key a VM was claimed for: the namespace and name
-// segments of its claim_ref ("vk-sandbox/<node>/<namespace>/<name>/<mark>").
-// It reads the form and checks no mark (see vkNode.identity for that).
+// segments of its claim_ref
+// ("vk-sandbox/<node>/<namespace>/<name>/<pod-uid>/<mark>"). It reads the
+// form and checks no mark (see vkNode.identity for that).
 func podKeyOf(s pool.Sandbox) string {
 	parts := strings.Split(s.ClaimRef, "/")
-	if len(parts) != 5 {
+	if len(parts) != 6 {
 		return s.ClaimRef
 	}
 	return parts[2] + "/" + parts[3]
