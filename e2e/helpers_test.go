@@ -309,11 +309,12 @@ func (n *vkNode) stateFileHolds(id string) bool {
 }
 
 // podKeyOf is the Pod key a VM was claimed for: the namespace and name
-// segments of its claim_ref ("vk-sandbox/<node>/<namespace>/<name>/<mark>").
-// It reads the form and checks no mark (see vkNode.identity for that).
+// segments of its claim_ref
+// ("vk-sandbox/<node>/<namespace>/<name>/<pod-uid>/<mark>"). It reads the
+// form and checks no mark (see vkNode.identity for that).
 func podKeyOf(s pool.Sandbox) string {
 	parts := strings.Split(s.ClaimRef, "/")
-	if len(parts) != 5 {
+	if len(parts) != 6 {
 		return s.ClaimRef
 	}
 	return parts[2] + "/" + parts[3]
@@ -328,6 +329,16 @@ func (n *vkNode) identity(t *testing.T) pipeline.Identity {
 		t.Fatalf("node %s: %v", n.Name, err)
 	}
 	return pipeline.Identity{Node: n.Name, Key: key}
+}
+
+// claimRefOf is id's claim_ref for the Pod generation (key, uid).
+func claimRefOf(t *testing.T, id pipeline.Identity, key pipeline.PodKey, uid string) string {
+	t.Helper()
+	ref, err := id.ClaimRef(key, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
 }
 
 // runThenOrphan runs a Pod owned by a new Sandbox until it is Running, then

@@ -245,12 +245,12 @@ func TestLifecycleOrphanIsReportedNotReleased(t *testing.T) {
 	// answer whose credential could not be recovered.
 	id := n.identity(t)
 	ghost, err := n.simClient(t).Claim(context.Background(), pool.ClaimRequest{Template: "default", TTLSeconds: 3600,
-		ClaimRef: id.ClaimRef("ghost/x"), Metadata: id.Labels(pipeline.PodRef{Key: "ghost/x", UID: "uid-ghost"})})
+		ClaimRef: claimRefOf(t, id, "ghost/x", "uid-ghost"), Metadata: id.Labels(pipeline.PodRef{Key: "ghost/x", UID: "uid-ghost"})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitForCtx(t, waitFor, "orphan warning for "+ghost.ID, func(context.Context) (bool, error) {
-		return containsLine(n.vk.Log(), "no claim knows about", ghost.ID, id.ClaimRef("ghost/x")), nil
+		return containsLine(n.vk.Log(), "no claim knows about", ghost.ID, claimRefOf(t, id, "ghost/x", "uid-ghost")), nil
 	})
 	testkit.WaitForCtx(t, waitFor, "vksandbox_orphan_sandboxes 1", func(context.Context) (bool, error) {
 		v, ok := metricSum(t, scrape, "vksandbox_orphan_sandboxes")
@@ -375,10 +375,13 @@ func inventoryMismatch(obj map[string]any, n *vkNode, address string, keys map[s
 			return "unexpected entry " + vm
 		}
 		row := rows[vm]
+		if k, _, ok := id.Owns(row, true); !ok || string(k) != key {
+			return fmt.Sprintf("entry %s: its VM's claim_ref %q is not this node's for %s", vm, row.ClaimRef, key)
+		}
 		// Exactly the consumer's fields: no template, no claimedAt.
 		want := map[string]any{
 			"name": key, "id": vm, "phase": "Running",
-			"claimRef": id.ClaimRef(pipeline.PodKey(key)), "addr": n.Sim.OwnerAddr(),
+			"claimRef": row.ClaimRef, "addr": n.Sim.OwnerAddr(),
 			"deadline": row.Deadline.UTC().Format(time.RFC3339),
 		}
 		if len(m) != len(want) {

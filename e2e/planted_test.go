@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/kube"
@@ -26,12 +28,28 @@ import (
 // planted VMs' age) reports them as another client's and releases none, and
 // the Pod's delete releases only its own VM: the planted VMs are still
 // there, and no release ever named them.
+//
+// The replay row: a claim_ref is not secret (the NodeInventory shows it),
+// and a Pod name comes back with the next generation. The planter reads a
+// Pod's claim_ref off the NodeInventory, waits for that generation to be
+// released, replays the exact claim_ref, and, once the next generation's
+// Pod exists and its claim is held at sandboxd, plants again under the
+// previous mark with the next generation's UID. The next generation's
+// lookup (its claim attempt timed out) takes neither: it runs a VM of its
+// own. The rewritten one carries no valid mark and is never touched; the
+// exact replay carries this node's mark for the previous generation, so
+// only the orphan scan releases it, as an undelivered VM of a generation
+// no Pod holds.
 func TestAPlantedVMIsNeverTakenForThePodsOwn(t *testing.T) {
+	if err := env.InstallCRDs(context.Background(), "../manifests/test/nodeinventory-crd.yaml"); err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range []string{sim.V1, sim.V2, sim.LatestAPI} {
 		t.Run(v, func(t *testing.T) {
 			margs, scrape := metricsArgs(t)
 			n := startNode(t, sim.Config{APIVersion: v, TenantTokens: map[string]string{tenantToken: "team-a"}},
-				append(margs, "--sandboxd-claim-timeout", "500ms", "--orphan-scan-interval", "300ms", "--settle-window", "1s")...)
+				append(margs, "--sandboxd-claim-timeout", "500ms", "--orphan-scan-interval", "300ms", "--settle-window", "1s",
+					"--publish-inventory", "--publish-interval", "300ms")...)
 			ns := newNamespace(t)
 			tenant, err := pool.NewClient(pool.ClientOptions{BaseURL: n.srv.URL, Token: tenantToken})
 			if err != nil {
@@ -45,6 +63,7 @@ func TestAPlantedVMIsNeverTakenForThePodsOwn(t *testing.T) {
 					plantedVM(t, n, tenant, scrape, ns, tc.name, tc.owned)
 				})
 			}
+			t.Run("replay", func(t *testing.T) { replayedVM(t, n, ns, "replay") })
 		})
 	}
 }
@@ -70,14 +89,15 @@ func plantedVM(t *testing.T, n *vkNode, tenant *pool.Client, scrape, ns, name st
 		opts = append(opts, ownedBy(createOwner(t, ns, name)))
 	}
 	createPod(t, sandboxPod(ns, name, n.Name, opts...))
-	vm := waitRunning(t, ns, name).Annotations[kube.AnnClaimID]
+	pod := waitRunning(t, ns, name)
+	vm := pod.Annotations[kube.AnnClaimID]
 	for _, p := range planted {
 		if vm == p.ID {
 			t.Fatalf("Pod %s runs the planted VM %s", key, vm)
 		}
 	}
-	if n.identity(t).ClaimRef(key) == old {
-		t.Fatal("the node claims under the old unmarked form")
+	if ref := vmClaimRef(n, vm); ref != claimRefOf(t, n.identity(t), key, string(pod.UID)) {
+		t.Fatalf("the Pod's VM is under claim_ref %q, not its generation's marked one", ref)
 	}
 
 	// Scans past the settle window: a planted VM taken for this node's
@@ -117,8 +137,117 @@ func plantedVM(t *testing.T, n *vkNode, tenant *pool.Client, scrape, ns, name st
 	}
 }
 
+// vmClaimRef is the claim_ref sandboxd lists for VM id ("" if none).
+func vmClaimRef(n *vkNode, id string) string {
+	for _, s := range n.live() {
+		if s.ID == id {
+			return s.ClaimRef
+		}
+	}
+	return ""
+}
+
+// inventoryClaimRef is the claimRef the node's NodeInventory shows for key:
+// what any reader of the cluster-scoped object sees.
+func inventoryClaimRef(t *testing.T, n *vkNode, key pipeline.PodKey) string {
+	t.Helper()
+	_, dyn := clients(t)
+	var ref string
+	testkit.WaitForCtx(t, waitFor, "the NodeInventory entry of "+string(key), func(ctx context.Context) (bool, error) {
+		obj, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		entries, _ := obj.Object["entries"].([]any)
+		for _, e := range entries {
+			if m, _ := e.(map[string]any); m["name"] == string(key) {
+				ref, _ = m["claimRef"].(string)
+			}
+		}
+		return ref != "", nil
+	})
+	return ref
+}
+
+// replayedVM: see TestAPlantedVMIsNeverTakenForThePodsOwn, the replay row.
+func replayedVM(t *testing.T, n *vkNode, ns, name string) {
+	ctx := context.Background()
+	key := pipeline.JoinKey(ns, name)
+	root := n.simClient(t)
+	plant := func(ref string, owner types.UID) pool.ClaimResponse {
+		t.Helper()
+		r, err := root.Claim(ctx, pool.ClaimRequest{Template: "default", ClaimRef: ref, TTLSeconds: 3600,
+			Metadata: pipeline.Identity{Node: n.Name}.Labels(pipeline.PodRef{Key: key, UID: "uid-planter", OwnerUID: string(owner)})})
+		if err != nil {
+			t.Fatalf("plant %s: %v", ref, err)
+		}
+		return r
+	}
+
+	// The first generation runs; its claim_ref is read off the inventory.
+	first := createOwner(t, ns, name)
+	createPod(t, sandboxPod(ns, name, n.Name, ownedBy(first)))
+	gen1 := waitRunning(t, ns, name)
+	vm1 := gen1.Annotations[kube.AnnClaimID]
+	prevRef := inventoryClaimRef(t, n, key)
+	if prevRef != vmClaimRef(n, vm1) {
+		t.Fatalf("the NodeInventory shows claimRef %q, sandboxd lists %q", prevRef, vmClaimRef(n, vm1))
+	}
+	deleteOwner(t, ns, name)
+	deletePod(t, ns, name)
+	testkit.WaitForCtx(t, waitFor, "the first generation's VM released", func(context.Context) (bool, error) { return !n.holds(vm1), nil })
+
+	// The exact replay, before the next generation exists.
+	replay := plant(prevRef, first.GetUID())
+	releases := n.counter("release")
+
+	// The next generation: its first claim is held at sandboxd past its
+	// attempt's deadline, so its retry looks its claim_ref up first.
+	hold := n.Sim.HoldNextClaim()
+	t.Cleanup(hold)
+	next := createOwner(t, ns, name)
+	gen2 := createPod(t, sandboxPod(ns, name, n.Name, ownedBy(next)))
+	testkit.WaitForCtx(t, waitFor, "the next generation's claim held", func(context.Context) (bool, error) {
+		return n.counter("claim_held") >= 1, nil
+	})
+	mark := prevRef[strings.LastIndexByte(prevRef, '/')+1:]
+	rewritten := plant("vk-sandbox/"+n.Name+"/"+string(key)+"/"+string(gen2.UID)+"/"+mark, next.GetUID())
+
+	// The held attempt times out; only then is the hold let go (earlier, the
+	// held claim would simply answer and no lookup would run).
+	vm2 := waitRunning(t, ns, name).Annotations[kube.AnnClaimID]
+	hold()
+	if vm2 == replay.ID || vm2 == rewritten.ID || vm2 == vm1 {
+		t.Fatalf("the next generation runs VM %s: the replayed %s, the rewritten %s or the first generation's %s", vm2, replay.ID, rewritten.ID, vm1)
+	}
+	if ref := vmClaimRef(n, vm2); ref != claimRefOf(t, n.identity(t), key, string(gen2.UID)) {
+		t.Fatalf("the next generation's VM is under claim_ref %q, not its own generation's", ref)
+	}
+	// Past the settle window the exact replay, by its mark this node's VM of
+	// a generation no Pod holds, is released as undelivered; the rewritten
+	// one is another client's and stays.
+	testkit.WaitForCtx(t, waitFor, "the exact replay released as undelivered", func(context.Context) (bool, error) {
+		return !n.holds(replay.ID), nil
+	})
+	if !containsLine(n.vk.Log(), "never delivered", replay.ID) {
+		t.Errorf("the exact replay %s was released, but not as an undelivered VM", replay.ID)
+	}
+	testkit.WaitForCtx(t, waitFor, "the rewritten replay reported as another client's", func(context.Context) (bool, error) {
+		return containsLine(n.vk.Log(), "without this node's mark", rewritten.ID), nil
+	})
+	deleteOwner(t, ns, name)
+	deletePod(t, ns, name)
+	testkit.WaitForCtx(t, waitFor, "the next generation's VM released", func(context.Context) (bool, error) { return !n.holds(vm2), nil })
+	if !n.holds(rewritten.ID) {
+		t.Errorf("the rewritten replay %s was released", rewritten.ID)
+	}
+	if got := n.counter("release") - releases; got != 2 {
+		t.Errorf("%d releases, want 2 (the exact replay as undelivered, the next generation's own VM)", got)
+	}
+}
+
 // The binary makes its node key at the first start and reads the same key
-// back on a restart: the same Pod key gets the same claim_ref. A damaged
+// back on a restart: the same Pod generation gets the same claim_ref. A damaged
 // key stops it at startup with an error that says to restore the backup,
 // and the file is left as it was (never replaced, never logged).
 func TestTheNodeKeyIsKeptAcrossRestartsAndADamagedOneStopsTheNode(t *testing.T) {
@@ -133,14 +262,15 @@ func TestTheNodeKeyIsKeptAcrossRestartsAndADamagedOneStopsTheNode(t *testing.T) 
 	}
 	before := n.identity(t)
 	n.restart()
-	if after := n.identity(t); after.ClaimRef("ns/x") != before.ClaimRef("ns/x") {
-		t.Fatal("a restart changed the node's claim_ref for the same Pod key")
+	if claimRefOf(t, n.identity(t), "ns/x", "uid-x") != claimRefOf(t, before, "ns/x", "uid-x") {
+		t.Fatal("a restart changed the node's claim_ref for the same Pod generation")
 	}
 	ns := newNamespace(t)
 	createPod(t, sandboxPod(ns, "kept", n.Name))
-	vm := waitRunning(t, ns, "kept").Annotations[kube.AnnClaimID]
+	pod := waitRunning(t, ns, "kept")
+	vm := pod.Annotations[kube.AnnClaimID]
 	for _, s := range n.live() {
-		if s.ID == vm && s.ClaimRef != before.ClaimRef(pipeline.JoinKey(ns, "kept")) {
+		if s.ID == vm && s.ClaimRef != claimRefOf(t, before, pipeline.JoinKey(ns, "kept"), string(pod.UID)) {
 			t.Fatalf("the Pod's VM is under claim_ref %q, want the key's marked one", s.ClaimRef)
 		}
 	}

@@ -79,7 +79,7 @@ func TestSandboxPodGoesRunningWithTheVMAddress(t *testing.T) {
 		t.Fatalf("emulator holds %d sandboxes, want 1", len(live))
 	}
 	id := live[0].ID
-	if want := n.identity(t).ClaimRef(pipeline.JoinKey(ns, "sb")); live[0].ClaimRef != want {
+	if want := claimRefOf(t, n.identity(t), pipeline.JoinKey(ns, "sb"), string(p.UID)); live[0].ClaimRef != want {
 		t.Errorf("claim_ref = %q, want %q", live[0].ClaimRef, want)
 	}
 	if p.Annotations[kube.AnnClaimID] != id {

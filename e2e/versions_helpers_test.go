@@ -139,8 +139,9 @@ func (p *profileRun) finalizedAfterGiveUp(t *testing.T) {
 	release := n.Sim.HoldNextClaim()
 	t.Cleanup(release)
 	createPod(t, sandboxPod(ns, "late", n.Name))
-	vm := waitRunning(t, ns, "late").Annotations[kube.AnnClaimID]
-	ref := n.identity(t).ClaimRef(pipeline.JoinKey(ns, "late"))
+	pod := waitRunning(t, ns, "late")
+	vm := pod.Annotations[kube.AnnClaimID]
+	ref := claimRefOf(t, n.identity(t), pipeline.JoinKey(ns, "late"), string(pod.UID))
 	if live := p.vmsOf(ref); len(live) != 1 || live[0] != vm {
 		t.Fatalf("VMs of the late Pod before its held claim finished: %v, want only the delivered %s", live, vm)
 	}
@@ -255,7 +256,7 @@ func (p *profileRun) oneVMPerPod(t *testing.T) {
 		extra = extra[:0]
 		mine := 0
 		for _, s := range p.n.live() {
-			if _, ok := id.Owns(s, true); ok {
+			if _, _, ok := id.Owns(s, true); ok {
 				mine++
 				if !held[s.ID] {
 					extra = append(extra, s.ID)

@@ -47,7 +47,7 @@ func TestInventoryEntriesAreTheClaimTableInTheConsumersFields(t *testing.T) {
 	id := pipeline.Identity{Node: "n1"}
 	dl := time.Date(2026, 12, 3, 11, 0, 0, 0, time.UTC)
 	rows := []pool.Sandbox{
-		{ID: "sb_a", Key: pool.Key{Template: "py"}, ClaimRef: id.ClaimRef("ns/a"), Deadline: dl},
+		{ID: "sb_a", Key: pool.Key{Template: "py"}, ClaimRef: claimRefOf(id, "ns/a", "uid-a"), Deadline: dl},
 		{ID: "sb_old", Key: pool.Key{Template: "py"}, ClaimRef: "ns/old", Deadline: dl, Hibernated: true},
 		{ID: "sb_op", Key: pool.Key{Template: "py"}, ClaimRef: "ns/a", Deadline: dl},
 	}
@@ -66,7 +66,7 @@ func TestInventoryEntriesAreTheClaimTableInTheConsumersFields(t *testing.T) {
 		t.Fatalf("node/address = %v/%v", obj["node"], obj["address"])
 	}
 	want := []map[string]any{
-		{"name": "ns/a", "id": "sb_a", "phase": "Running", "claimRef": id.ClaimRef("ns/a"), "addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z"},
+		{"name": "ns/a", "id": "sb_a", "phase": "Running", "claimRef": claimRefOf(id, "ns/a", "uid-a"), "addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z"},
 		{"name": "ns/old", "id": "sb_old", "phase": "Hibernated", "claimRef": "ns/old", "addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z"},
 		{"name": "ns/q", "id": "sb_q", "phase": "Pending", "deadline": "2026-12-03T11:00:00Z"},
 		{"name": "ns/unlisted", "id": "sb_u", "phase": "Running", "addr": "10.0.0.5:7777", "deadline": "2026-12-03T11:00:00Z"},
@@ -94,13 +94,21 @@ func TestInventoryEntriesAreTheClaimTableInTheConsumersFields(t *testing.T) {
 	}
 }
 
+// claimRefOf is id's claim_ref for the Pod generation (key, uid). The
+// tests' UIDs are well formed; an empty claim_ref would fail their
+// comparisons anyway.
+func claimRefOf(id pipeline.Identity, key pipeline.PodKey, uid string) string {
+	ref, _ := id.ClaimRef(key, uid)
+	return ref
+}
+
 // An idle node does not re-apply an unchanged inventory every tick: it
 // applies when the object changed (in any order sandboxd lists it), or
 // once Resync has passed, and again after a failed apply.
 func TestInventoryIsAppliedOnlyWhenChangedOrResyncDue(t *testing.T) {
 	id := pipeline.Identity{Node: "n1"}
 	row := func(name, sb string) pool.Sandbox {
-		return pool.Sandbox{ID: sb, Key: pool.Key{Template: "py"}, ClaimRef: id.ClaimRef(pipeline.PodKey(name)), Metadata: id.Labels(pipeline.PodRef{Key: pipeline.PodKey(name), UID: "u-" + sb})}
+		return pool.Sandbox{ID: sb, Key: pool.Key{Template: "py"}, ClaimRef: claimRefOf(id, pipeline.PodKey(name), "u-"+sb), Metadata: id.Labels(pipeline.PodRef{Key: pipeline.PodKey(name), UID: "u-" + sb})}
 	}
 	src := &fakeInventorySource{rows: []pool.Sandbox{row("ns/a", "sb_a"), row("ns/b", "sb_b")}}
 	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())

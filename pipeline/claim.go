@@ -291,9 +291,15 @@ func (e *Engine) persist(ctx context.Context, ref PodRef, c store.Claim) (txResu
 // backoff; because a claim is not idempotent, any retry after an answer that
 // may have been lost first looks the claim up by claim_ref.
 func (e *Engine) claimAtSandboxd(ctx context.Context, it Intent) (pool.ClaimResponse, error) {
+	// The claim_ref names this Pod generation: its lost answer is looked
+	// up by it, and no other generation's lookup ever finds the VM.
+	claimRef, err := e.id.ClaimRef(it.Ref.Key, it.Ref.UID)
+	if err != nil {
+		return pool.ClaimResponse{}, err // a UID no apiserver makes: nothing was claimed
+	}
 	req := pool.ClaimRequest{
 		Template: it.Spec.Template, Net: it.Spec.Net, Size: it.Spec.Size,
-		TTLSeconds: grantAsked(it.Spec.TTLSeconds), ClaimRef: e.id.ClaimRef(it.Ref.Key), Metadata: e.id.Labels(it.Ref),
+		TTLSeconds: grantAsked(it.Spec.TTLSeconds), ClaimRef: claimRef, Metadata: e.id.Labels(it.Ref),
 		// The VM is wanted on this node: a meshed node then clones or
 		// cold-boots locally instead of naming a peer.
 		NoRedirect: true,
@@ -335,7 +341,7 @@ func (e *Engine) claimAtSandboxd(ctx context.Context, it Intent) (pool.ClaimResp
 		}
 		return backoff.Permanent(err)
 	}
-	err := backoff.Retry(op, backoff.WithContext(bo, ctx))
+	err = backoff.Retry(op, backoff.WithContext(bo, ctx))
 	if still := err != nil && maybeClaimed; still != unsettled {
 		e.keys.setUnsettled(it.Ref.Key, still)
 	}

@@ -101,12 +101,13 @@ func TestForeignVMUnderTheSameNameIsNeverTouched(t *testing.T) {
 	}
 }
 
-// Recovery takes a VM only when it fits the intent: another template, or
-// another owner generation's VM under the same key, is released instead
-// (it was never delivered), and the Pod gets a fresh claim.
+// Recovery takes a VM only when it fits the intent: another template, or a
+// VM made for another owner generation under the Pod's own claim_ref (its
+// ownerReferences were edited), is released instead (it was never
+// delivered), and the Pod gets a fresh claim.
 func TestRecoveryComparesTemplateAndOwnerGeneration(t *testing.T) {
 	env := newSim(t, sim.Config{Pools: map[pool.Key]int{{Template: template}: 4, {Template: "other"}: 4}})
-	lost := preClaim(t, env.root, "ns/p", "owner-old")
+	lost := preClaim(t, env.root, "ns/p", "uid-1", "owner-old")
 	rep := newReporter()
 	e := startEngine(t, testConfig(env.root, openStore(t, tempStorePath(t), false), rep))
 	create(t, e, intent("ns/p", "uid-1", "owner-new"))
@@ -127,7 +128,7 @@ func TestRecoveryComparesTemplateAndOwnerGeneration(t *testing.T) {
 // confirmed still there and released by id.
 func TestRelease404WithRootTokenConfirmsAndReleasesByID(t *testing.T) {
 	env := newSim(t, sim.Config{})
-	vm := preClaim(t, env.root, "ns/w", "")
+	vm := preClaim(t, env.root, "ns/w", "uid-w", "")
 	path := tempStorePath(t)
 	seed := openStore(t, path, false)
 	bad := store.Claim{ID: vm.ID, Token: "not-the-sandbox-token-0000", Address: vm.OwnerAddr, PodUID: "uid-w",
@@ -161,7 +162,7 @@ func TestRelease404WithRootTokenConfirmsAndReleasesByID(t *testing.T) {
 // credential are kept, and the delete fails so that it is retried.
 func TestRelease404WithTenantTokenKeepsTheClaim(t *testing.T) {
 	env := newSim(t, sim.Config{})
-	vm := preClaim(t, env.node, "ns/w", "")
+	vm := preClaim(t, env.node, "ns/w", "uid-w", "")
 	path := tempStorePath(t)
 	seed := openStore(t, path, false)
 	if err := seed.Put(context.Background(), "ns/w", store.Claim{ID: vm.ID, Token: "not-the-sandbox-token-0000", PodUID: "uid-w",

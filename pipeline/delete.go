@@ -154,27 +154,34 @@ func (e *Engine) release(ctx context.Context, key PodKey, c store.Claim, st Stat
 }
 
 // deleteUnheld handles a delete for a key with no row while sandboxd may
-// hold VMs under its claim_ref that no row holds (claims in flight when the
-// last process stopped). Only VMs that this node made for the key count
-// (Identity.Owns); another client's VM is never touched. Those VMs were
-// never reported Running, so no user has one; still, they are released
-// only on a release verdict from this Pod's owner. On preserve they stay
-// unsettled, and the key's next claim recovers one of them instead of
-// claiming again. Without the root token their credentials cannot be
-// fetched: they are logged and left to their lease.
+// hold VMs under the deleted generation's claim_ref that no row holds
+// (claims in flight when the last process stopped). Only VMs that this
+// node made for that generation count (Identity.Owns, and the lookup is by
+// its own claim_ref); another client's VM, and a VM made for another
+// generation of the key, are never touched here. Those VMs were never
+// reported Running, so no user has one; still, they are released only on
+// a release verdict from this Pod's owner. On preserve they are left: no
+// later generation recovers them (its claim_ref names its own UID), and
+// the orphan scan releases them once they are older than the settle
+// window (releaseUndelivered). Without the root token their credentials
+// cannot be fetched: they are logged and left to their lease.
 func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(context.Context) Verdict) (DeleteResult, error) {
-	rows, err := e.lookups.byClaimRef(ctx, e.id.Selector(ref.Key))
+	sel, err := e.id.Selector(ref.Key, ref.UID)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	rows, err := e.lookups.byClaimRef(ctx, sel)
 	if err != nil {
 		return DeleteResult{}, keyErr(ref.Key, "look up unheld sandboxes by claim_ref", err)
 	}
 	var ids []string
 	for _, r := range rows {
-		if key, ok := e.owns(r); ok && key == ref.Key {
+		if key, uid, ok := e.owns(r); ok && key == ref.Key && uid == ref.UID {
 			ids = append(ids, r.ID)
 		}
 	}
 	if len(ids) == 0 {
-		e.keys.setUnsettled(ref.Key, false)
+		e.settleUnlessLive(ref.Key)
 		return DeleteResult{}, nil
 	}
 	v := podVerdict(ctx)
@@ -192,7 +199,9 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(c
 				return res, keyErr(ref.Key, "fetch credential of unheld sandbox "+id, err)
 			}
 		}
-		if full.Token == "" {
+		// A root read that answered is the root token's, which releases
+		// by id (an empty token) where the read carries none (before V2).
+		if full.ID == "" {
 			e.log.WarnContext(ctx, "unheld sandbox cannot be released without the root token; it is left to its lease",
 				"pod", ref.Key, "claim", id)
 			return res, nil
@@ -201,6 +210,17 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(c
 			return res, err
 		}
 	}
-	e.keys.setUnsettled(ref.Key, false)
+	e.settleUnlessLive(ref.Key)
 	return res, nil
+}
+
+// settleUnlessLive ends key's unsettled mark after a delete looked up the
+// deleted generation's VMs, unless another generation of the key is live:
+// that lookup did not cover the live one's claim_ref, whose lost answer
+// its own next transaction must still look up. The caller holds the key
+// lock, so no transaction of the key runs meanwhile.
+func (e *Engine) settleUnlessLive(key PodKey) {
+	if e.keys.state(key).current == "" {
+		e.keys.setUnsettled(key, false)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
@@ -17,13 +18,25 @@ import (
 // nothing by itself.
 //
 // The proof is a mark that only this node can make: the claim_ref is
-// "vk-sandbox/<node>/<namespace>/<name>/<mark>", where mark is
-// HMAC-SHA256 of the node name and the Pod key under the node key (a
-// secret kept beside the state file, pool/store.NodeKey), truncated to 128
-// bits, in hex. It is deterministic per node and key, so a V2+ server's
-// exact ?claim_ref= filter still finds one key's VMs, and it is in the
-// claim_ref because every version keeps and lists that, while metadata
-// exists only since V3. The metadata labels (provider, node, Pod UID,
+// "vk-sandbox/<node>/<namespace>/<name>/<pod-uid>/<mark>", where mark is
+// HMAC-SHA256 of the node name, the Pod key and the Pod UID under the node
+// key (a secret kept beside the state file, pool/store.NodeKey), truncated
+// to 128 bits, in hex. It is deterministic per node and Pod generation, so
+// a V2+ server's exact ?claim_ref= filter still finds one generation's
+// VMs, and it is in the claim_ref because every version keeps and lists
+// that, while metadata exists only since V3.
+//
+// The UID is in the mark because a claim_ref is not secret: a root-token
+// reader of listings and every reader of the cluster-scoped NodeInventory
+// see it. Pod names come back across generations (a Sandbox deleted and
+// made again gets a Pod of the same name), so a mark over the key alone
+// could be replayed: a VM planted under a seen claim_ref before the next
+// generation's Pod arrives would be that Pod's lost answer. A replayed
+// claim_ref names the generation it was made for, whose UID no later Pod
+// has; each generation looks up only its own (Selector), so a replay is
+// never taken for a later one. A VM of this node's made for an earlier
+// generation and never delivered is the orphan scan's to release
+// (releaseUndelivered). The metadata labels (provider, node, Pod UID,
 // controller owner UID) are sent with every claim and are an extra check
 // where the server keeps them: a row whose labels name another provider or
 // node is not ours, whatever its claim_ref; labels that agree prove
@@ -58,23 +71,50 @@ const (
 	markBytes      = 16 // the HMAC truncated to 128 bits
 )
 
-// mark is the node's mark for key: hex of the first markBytes of
-// HMAC-SHA256(Key, node NUL key). NUL never occurs in a node name, so no
-// other (node, key) pair has the same input.
-func (id Identity) mark(key PodKey) string {
+// mark is the node's mark for one Pod generation: hex of the first
+// markBytes of HMAC-SHA256(Key, node NUL key NUL uid). NUL never occurs in
+// a node name or in a UID (podUIDOK), so no other (node, key, uid) triple
+// has the same input.
+func (id Identity) mark(key PodKey, uid string) string {
 	h := hmac.New(sha256.New, id.Key)
 	h.Write([]byte(id.Node))
 	h.Write([]byte{0})
 	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write([]byte(uid))
 	return hex.EncodeToString(h.Sum(nil)[:markBytes])
 }
 
-// ClaimRef is the claim_ref this node sends for a Pod key.
-func (id Identity) ClaimRef(key PodKey) string {
-	return id.nodePrefix() + string(key) + "/" + id.mark(key)
+// ClaimRef is the claim_ref this node sends for the Pod generation (key,
+// uid). A UID that is not one path segment (podUIDOK) is refused: it
+// would make a claim_ref that Owns parses as another generation's.
+func (id Identity) ClaimRef(key PodKey, uid string) (string, error) {
+	if !podUIDOK(uid) {
+		return "", fmt.Errorf("pod %s: UID %q cannot be a claim_ref segment (empty, too long, or not printable ASCII without '/')", key, uid)
+	}
+	return id.nodePrefix() + string(key) + "/" + uid + "/" + id.mark(key, uid), nil
 }
 
 func (id Identity) nodePrefix() string { return claimRefPrefix + id.Node + "/" }
+
+// maxPodUID bounds a UID in a claim_ref. Kubernetes UIDs are RFC 4122
+// strings (36 characters); the bound leaves room and no more.
+const maxPodUID = 128
+
+// podUIDOK reports whether uid is safe as one claim_ref path segment:
+// non-empty, bounded, printable ASCII, and no '/' (so that the segment
+// ends where Owns cuts it). Kubernetes UIDs always are.
+func podUIDOK(uid string) bool {
+	if uid == "" || len(uid) > maxPodUID {
+		return false
+	}
+	for i := 0; i < len(uid); i++ {
+		if c := uid[i]; c <= ' ' || c > '~' || c == '/' {
+			return false
+		}
+	}
+	return true
+}
 
 // Labels are the metadata sent with a claim for ref.
 func (id Identity) Labels(ref PodRef) map[string]string {
@@ -85,46 +125,56 @@ func (id Identity) Labels(ref PodRef) map[string]string {
 	return m
 }
 
-// Selector lists one key's VMs by its exact claim_ref. It carries no
-// metadata filter: a server without metadata keeps none, and the client
-// applies every filter to the answer too, which would then drop them all.
-func (id Identity) Selector(key PodKey) pool.ListOptions {
-	return pool.ListOptions{ClaimRef: id.ClaimRef(key)}
+// Selector lists one Pod generation's VMs by its exact claim_ref: a VM
+// made for another generation of the key (this node's or a replay of its
+// claim_ref) is never in it. It carries no metadata filter: a server
+// without metadata keeps none, and the client applies every filter to the
+// answer too, which would then drop them all.
+func (id Identity) Selector(key PodKey, uid string) (pool.ListOptions, error) {
+	ref, err := id.ClaimRef(key, uid)
+	return pool.ListOptions{ClaimRef: ref}, err
 }
 
-// Owns reports whether this node made the listed VM, and for which Pod key:
-// its claim_ref is this node's for a well-formed key and carries this
-// node's mark for that key; its labels, when the server kept any, do not
-// name another provider or node; and, when the node's token has proved to
-// be the root token (root), it carries no tenant, as the root token's
-// claims carry none. A tenant token lists only its own tenant's rows, so
-// there the server has checked the tenant already; while the token's kind
-// is not known, the mark alone decides.
-func (id Identity) Owns(s pool.Sandbox, root bool) (key PodKey, ok bool) {
+// Owns reports whether this node made the listed VM, and for which Pod
+// generation (key and UID): its claim_ref is this node's for a well-formed
+// key and UID and carries this node's mark for both; its labels, when the
+// server kept any, do not name another provider or node; and, when the
+// node's token has proved to be the root token (root), it carries no
+// tenant, as the root token's claims carry none. A tenant token lists only
+// its own tenant's rows, so there the server has checked the tenant
+// already; while the token's kind is not known, the mark alone decides.
+// Callers that act for one generation compare the UID too: a mark proves
+// which generation a VM was made for, never that it is another's.
+func (id Identity) Owns(s pool.Sandbox, root bool) (key PodKey, uid string, ok bool) {
 	if len(id.Key) < MinNodeKey {
-		return "", false // no key, no proof: a mark under it could be forged
+		return "", "", false // no key, no proof: a mark under it could be forged
 	}
 	rest, ok := strings.CutPrefix(s.ClaimRef, id.nodePrefix())
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	i := strings.LastIndexByte(rest, '/')
-	if i < 0 || strings.Count(rest[:i], "/") != 1 {
-		return "", false
+	if i < 0 {
+		return "", "", false
 	}
-	key = PodKey(rest[:i])
+	gen, mark := rest[:i], rest[i+1:]
+	j := strings.LastIndexByte(gen, '/')
+	if j < 0 || strings.Count(gen[:j], "/") != 1 || !podUIDOK(gen[j+1:]) {
+		return "", "", false
+	}
+	key, uid = PodKey(gen[:j]), gen[j+1:]
 	// Constant time: the compare must not tell a prober how much of a
 	// guessed mark was right.
-	if !hmac.Equal([]byte(rest[i+1:]), []byte(id.mark(key))) {
-		return "", false
+	if !hmac.Equal([]byte(mark), []byte(id.mark(key, uid))) {
+		return "", "", false
 	}
 	if len(s.Metadata) > 0 && (s.Metadata[LabelManagedBy] != ManagedBy || s.Metadata[LabelNode] != id.Node) {
-		return "", false
+		return "", "", false
 	}
 	if root && s.Tenant != "" {
-		return "", false // a tenant's claim: this node claims with the root token
+		return "", "", false // a tenant's claim: this node claims with the root token
 	}
-	return key, true
+	return key, uid, true
 }
 
 // LooksLike reports whether a VM's claim_ref has this node's form while
@@ -135,7 +185,7 @@ func (id Identity) LooksLike(s pool.Sandbox, root bool) bool {
 	if !strings.HasPrefix(s.ClaimRef, id.nodePrefix()) {
 		return false
 	}
-	_, ok := id.Owns(s, root)
+	_, _, ok := id.Owns(s, root)
 	return !ok
 }
 
@@ -149,7 +199,7 @@ func ownerGeneration(s pool.Sandbox) (uid string, known bool) {
 }
 
 // owns is Identity.Owns with what this engine's token has proved to be.
-func (e *Engine) owns(s pool.Sandbox) (PodKey, bool) { return e.id.Owns(s, e.rootToken()) }
+func (e *Engine) owns(s pool.Sandbox) (PodKey, string, bool) { return e.id.Owns(s, e.rootToken()) }
 
 // rootToken reports whether the node token has proved to be the root
 // token: feature detection found it so, and no root-only call has been

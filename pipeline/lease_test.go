@@ -103,7 +103,7 @@ func TestOrphanScanOnlyReports(t *testing.T) {
 	ctx := context.Background()
 	// A VM this node made and no row holds is an orphan; another client's
 	// VM, even under a look-alike claim_ref, is none of its business.
-	if _, err := r.env.root.Claim(ctx, pool.ClaimRequest{Template: template, ClaimRef: testID.ClaimRef("ns/nobody"),
+	if _, err := r.env.root.Claim(ctx, pool.ClaimRequest{Template: template, ClaimRef: mustRef(testID, "ns/nobody", "uid-nobody"),
 		Metadata: testID.Labels(pipeline.PodRef{Key: "ns/nobody", UID: "uid-nobody"})}); err != nil {
 		t.Fatal(err)
 	}

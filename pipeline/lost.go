@@ -8,9 +8,13 @@ import (
 )
 
 // recoverLost finds a VM that a lost claim response left behind. Only VMs
-// this node made for the key count (Identity.Owns), and this key holds no
-// local row (reconcile only claims afresh when it has none), so every such
-// VM is one that no local claim holds and no user was ever given.
+// this node made for this Pod generation count (Identity.Owns, and the
+// lookup is by the generation's own claim_ref): a VM made for an earlier
+// generation of the key, or planted under a replay of its claim_ref, is
+// never taken for this one (an undelivered one of this node's is the
+// orphan scan's, releaseUndelivered). This key holds no local row
+// (reconcile only claims afresh when it has none), so every such VM is one
+// that no local claim holds and no user was ever given.
 //
 // One that fits the intent (the same template, net and size, made for the
 // same controller owner generation where the server keeps it) is
@@ -25,14 +29,18 @@ import (
 // others are left to their lease.
 func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse, bool, error) {
 	ref := it.Ref
-	rows, err := e.lookups.byClaimRef(ctx, e.id.Selector(ref.Key))
+	sel, err := e.id.Selector(ref.Key, ref.UID)
+	if err != nil {
+		return pool.ClaimResponse{}, false, err
+	}
+	rows, err := e.lookups.byClaimRef(ctx, sel)
 	if err != nil {
 		return pool.ClaimResponse{}, false, err
 	}
 	var got pool.ClaimResponse
 	var found, unrecoverable bool
 	for _, row := range rows {
-		if key, ok := e.owns(row); !ok || key != ref.Key {
+		if key, uid, ok := e.owns(row); !ok || key != ref.Key || uid != ref.UID {
 			continue
 		}
 		fit := fits(row, it)

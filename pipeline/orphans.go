@@ -45,7 +45,7 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 	var alike []pool.Sandbox // look-alike claim_refs without this node's mark
 	for _, r := range rows {
 		listed[r.ID] = struct{}{}
-		if _, ok := e.owns(r); ok {
+		if _, _, ok := e.owns(r); ok {
 			ours[r.ID] = r
 		} else if e.foreign(r, false) {
 			alike = append(alike, r)

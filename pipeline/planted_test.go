@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
@@ -24,6 +25,15 @@ import (
 // foreign and does not count it. On V4+ a VM with our exact claim_ref
 // claimed by a tenant (a mark replayed) is not ours while the node holds
 // the root token. Each Pod gets its own VM.
+//
+// A claim_ref is not secret, and Pod names come back across generations.
+// The owned Pod's previous generation's claim_ref, replayed exactly with
+// the root token before the next generation exists, is never recovered for
+// the next generation's lost answer (its claim_ref names its own UID); as
+// a VM with this node's mark for a generation no Pod holds, it is the
+// orphan scan's undelivered release, never the Pod's. The previous mark
+// written under the next generation's UID (read off the new Pod) carries
+// no valid mark: it is foreign like the other planted VMs.
 func TestAPlantedVMIsNeverAdoptedRecoveredOrReleased(t *testing.T) {
 	for _, v := range []string{sim.V1, sim.V2, sim.LatestAPI} {
 		t.Run(v, func(t *testing.T) { plantedVMs(t, v) })
@@ -94,10 +104,15 @@ func plantedVMs(t *testing.T, api string) {
 	}
 	if f.TenantAPI {
 		// A tenant replays the owned Pod's exact claim_ref (a mark it read).
-		planted = append(planted, plant(env.node, "ns/owned", testID.ClaimRef("ns/owned")))
+		planted = append(planted, plant(env.node, "ns/owned", mustRef(testID, "ns/owned", "uid-owned")))
 	}
+	// The owned Pod's previous generation's exact claim_ref, replayed, and
+	// its mark under the next generation's UID.
+	prevRef := mustRef(testID, "ns/owned", "uid-owned-gen-1")
+	replay := plant(env.root, "ns/owned", prevRef)
+	planted = append(planted, plant(env.root, "ns/owned", "vk-sandbox/"+testNode+"/ns/owned/uid-owned/"+markOf(prevRef)))
 	// This node's own VM for the bare Pod, from a claim never made durable.
-	unheld := preClaim(t, env.root, "ns/bare", "")
+	unheld := preClaim(t, env.root, "ns/bare", "uid-gone", "")
 
 	if _, err := env.root.Detect(ctx); err != nil {
 		t.Fatal(err)
@@ -129,9 +144,8 @@ func plantedVMs(t *testing.T, api string) {
 	if err != nil || !res.Held {
 		t.Fatalf("delete of the bare Pod's unheld VM = %+v, %v; want held", res, err)
 	}
-	// (Before V2 its token cannot be read back: it is left for the Pod's
-	// next claim, which releases it by id.)
-	if f.TokenRead && !calls.named(unheld.ID) {
+	// (Before V2 its token cannot be read back: root releases it by id.)
+	if !calls.named(unheld.ID) {
 		t.Fatalf("this node's unheld VM %s was not released", unheld.ID)
 	}
 
@@ -143,14 +157,28 @@ func plantedVMs(t *testing.T, api string) {
 	create(t, e, intent("ns/bare", "uid-bare", ""))
 	bare := rep.running(t, "uid-bare")
 	for _, run := range []event{owned, bare} {
-		if isPlanted(run.claim.ID) || run.claim.ID == unheld.ID {
-			t.Fatalf("Pod %s Running on %s, a planted or released VM", run.ref.Key, run.claim.ID)
+		if isPlanted(run.claim.ID) || run.claim.ID == unheld.ID || run.claim.ID == replay.ID {
+			t.Fatalf("Pod %s Running on %s, a planted, replayed or released VM", run.ref.Key, run.claim.ID)
 		}
 	}
+	if !alive(env, replay.ID) || calls.named(replay.ID) {
+		t.Fatalf("the replayed previous generation's VM %s was taken by the next generation's recovery", replay.ID)
+	}
 
+	// Two scans: a V1 row carries no claimed_at, so its age counts from the
+	// first listing (bornBy).
 	clk.pass(t, pipeline.LoopOrphanScan)
+	clk.passAt(t, pipeline.LoopOrphanScan, clk.Now().Add(time.Second))
 	if v := obs.last(); v[0] != 0 {
 		t.Errorf("orphan scan counts %d unknown sandboxes, want 0: planted VMs are another client's", v[0])
+	}
+	// The exact replay is, by its mark, this node's VM of a generation no
+	// Pod holds: past the settle window the scan releases it as undelivered.
+	rep.waitFor(t, "the replayed VM's undelivered release", func(evs []event) bool {
+		return find(evs, "decision", "", "release/undelivered") >= 0
+	})
+	if alive(env, replay.ID) {
+		t.Errorf("the replayed previous generation's VM %s outlived the orphan scan", replay.ID)
 	}
 	for _, key := range []string{"ns/owned", "ns/bare"} {
 		if _, err := e.Delete(ctx, pipeline.PodRef{Key: pipeline.PodKey(key), UID: "uid-" + key[3:]}, verdict(true, "owner-gone")); err != nil {

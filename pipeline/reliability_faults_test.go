@@ -119,7 +119,7 @@ func TestR3SandboxdDown(t *testing.T) {
 			if got := r.cs.claims.Load(); got > tc.maxClaims {
 				t.Errorf("%d claim attempts while sandboxd was down, want at most %d: a failed claim_ref lookup fell through to a claim", got, tc.maxClaims)
 			}
-			if !r.cs.lookupFailed(testID.ClaimRef(it.Ref.Key)) {
+			if !r.cs.lookupFailed(mustRef(testID, it.Ref.Key, it.Ref.UID)) {
 				t.Error("no claim_ref lookup was tried while sandboxd was down: the case tested nothing")
 			}
 			r.noBlindClaims(t)
@@ -185,7 +185,7 @@ func TestR3LookupFailureNeverFallsThroughToAClaim(t *testing.T) {
 			if got := r.env.sim.Counters()["claim_ok"]; got != wantClaims {
 				t.Errorf("%d VMs made at sandboxd while the lookup fails, want %d", got, wantClaims)
 			}
-			if !r.cs.lookupFailed(testID.ClaimRef(it.Ref.Key)) {
+			if !r.cs.lookupFailed(mustRef(testID, it.Ref.Key, it.Ref.UID)) {
 				t.Error("no claim_ref lookup failed: the case tested nothing")
 			}
 			if tc.fault.Verb == pool.VerbGet && r.cs.gets.Load() == 0 {

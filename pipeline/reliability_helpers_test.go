@@ -211,7 +211,7 @@ func (d *downableSim) up(t *testing.T) {
 func liveFor(s *sim.Server, key pipeline.PodKey) []pool.Sandbox {
 	var out []pool.Sandbox
 	for _, sb := range s.Sandboxes() {
-		if k, ok := testID.Owns(sb, false); ok && k == key {
+		if k, _, ok := testID.Owns(sb, false); ok && k == key {
 			out = append(out, sb)
 		}
 	}

@@ -13,17 +13,20 @@ import (
 // after its caller has gone, and the VM shows in the index only then: a
 // claim whose answer was lost while the node was still provisioning can
 // leave a VM that the key's next lookup did not see yet, and the Pod got
-// another one. No user was ever given such a VM, so no owner's authority
-// is needed to free it; one Pod ends with one VM.
+// another one. So can a generation that was deleted or replaced before its
+// lost answer was recovered: each generation looks up only its own
+// claim_ref (Identity.Selector), so no later one takes that VM, and this
+// is its release. No user was ever given such a VM, so no owner's
+// authority is needed to free it; one Pod ends with one VM.
 //
 // A VM counts as undelivered only when, under its key's lock, no row holds
 // it (durable, quarantined or tentative) and it is older than SettleWindow
 // (see bornBy; firstSeen is when this process first listed it): a younger
-// one may still be recovered by its key's next transaction. A key whose
+// one may still be recovered by its generation's next transaction. A key whose
 // transaction is in flight is skipped (tryLock). Without the root token
 // the VM cannot be read or released by id, and it is only reported.
 func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox, firstSeen time.Time) bool {
-	key, ok := e.owns(r)
+	key, _, ok := e.owns(r)
 	if !ok || e.cfg.Clock.Since(bornBy(r, firstSeen)) < e.cfg.SettleWindow || e.sbx.Tenant() {
 		return false
 	}

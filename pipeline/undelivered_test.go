@@ -60,10 +60,10 @@ func claimsFinishingAfterTheirCallersLeft(t *testing.T, api string, n int) {
 	delivered := map[string]string{} // key → the VM its Pod runs
 	for i := range keys {
 		keys[i] = fmt.Sprintf("ns/late-%d", i)
-		create(t, e, intent(keys[i], "uid-"+keys[i], ""))
+		create(t, e, intent(keys[i], fmt.Sprintf("uid-late-%d", i), ""))
 	}
-	for _, key := range keys {
-		delivered[key] = rep.running(t, "uid-"+key).claim.ID
+	for i, key := range keys {
+		delivered[key] = rep.running(t, fmt.Sprintf("uid-late-%d", i)).claim.ID
 	}
 	// The late VMs were not in the index when each key looked.
 	for _, key := range keys {
@@ -102,7 +102,7 @@ func claimsFinishingAfterTheirCallersLeft(t *testing.T, api string, n int) {
 func ownedVMs(env *simEnv) int {
 	n := 0
 	for _, sb := range env.sim.Sandboxes() {
-		if _, ok := testID.Owns(sb, false); ok {
+		if _, _, ok := testID.Owns(sb, false); ok {
 			n++
 		}
 	}
@@ -120,7 +120,7 @@ func TestUndeliveredVMWithTenantTokenIsOnlyReported(t *testing.T) {
 	cfg.OrphanObserver = obs
 	clk := driveLoops(&cfg, pipeline.LoopOrphanScan)
 	startEngine(t, cfg)
-	vm := preClaim(t, env.node, "ns/x", "")
+	vm := preClaim(t, env.node, "ns/x", "uid-x", "")
 	if _, err := env.node.Get(context.Background(), vm.ID); err == nil {
 		t.Fatal("a tenant read a sandbox by id")
 	}

@@ -79,7 +79,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 		// Only a VM this node made marks its key: another client's VM under
 		// a look-alike claim_ref (no valid mark) is none of this node's
 		// business, and is said once here.
-		key, ours := e.owns(r)
+		key, _, ours := e.owns(r)
 		if !ours {
 			if _, held := e.store.Holder(r.ID); e.foreign(r, held) {
 				e.log.Warn("startup verification: a sandbox under this node's claim_ref form without this node's mark is another client's (or from before the mark, held by no row); never adopted, recovered or released",

@@ -139,7 +139,7 @@ func (v *vkNode) claimTimes() map[string]time.Time {
 	out := map[string]time.Time{}
 	id := v.identity()
 	for _, sb := range v.sim.Sandboxes() {
-		if key, ok := id.Owns(sb, true); ok && sb.ClaimedAt != nil {
+		if key, _, ok := id.Owns(sb, true); ok && sb.ClaimedAt != nil {
 			out[string(key)] = *sb.ClaimedAt
 		}
 	}

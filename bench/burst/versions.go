@@ -25,7 +25,7 @@ func (v *vkNode) sandboxdFigures(api string, running int) *sandboxdRun {
 	perKey := map[string]int{}
 	id := v.identity()
 	for _, sb := range v.sim.Sandboxes() {
-		if key, ok := id.Owns(sb, true); ok {
+		if key, _, ok := id.Owns(sb, true); ok {
 			r.VMsHeld++
 			perKey[string(key)]++
 		}

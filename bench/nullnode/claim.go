@@ -51,7 +51,11 @@ func newClaimer(url, token, state, node string, inFlight int) (*claimer, error) 
 // claim claims p's VM and makes it durable.
 func (c *claimer) claim(ctx context.Context, p *corev1.Pod) error {
 	key := pipeline.JoinKey(p.Namespace, p.Name)
-	resp, err := c.sbx.Claim(ctx, pool.ClaimRequest{Template: "default", ClaimRef: c.id.ClaimRef(key)})
+	ref, err := c.id.ClaimRef(key, string(p.UID))
+	if err != nil {
+		return err
+	}
+	resp, err := c.sbx.Claim(ctx, pool.ClaimRequest{Template: "default", ClaimRef: ref})
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}

@@ -135,7 +135,7 @@ func TestClaimingNullNodeClaimsOneVMPerPodAndRecordsIt(t *testing.T) {
 	id := pipeline.Identity{Node: "null-c", Key: key}
 	vms := map[pipeline.PodKey]string{}
 	for _, sb := range s.Sandboxes() {
-		key, ok := id.Owns(sb, true)
+		key, _, ok := id.Owns(sb, true)
 		if !ok {
 			t.Fatalf("VM %s claimed under claim_ref %q, not one of node null-c's", sb.ID, sb.ClaimRef)
 		}
