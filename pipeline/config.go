@@ -42,7 +42,7 @@ type Config struct {
 
 	// ClaimRetry bounds retries of one claim inside a transaction
 	// (transport errors, 5xx, undecodable answers); zero fields take
-	// DefaultClaimRetry's.
+	// defaultClaimRetry's.
 	ClaimRetry pool.RetryPolicy
 	// RequeueMin/RequeueMax bound the slow retry of a Pod that could not be
 	// claimed (capacity miss, 4xx, exhausted retries, state write failure):
@@ -81,16 +81,20 @@ type Config struct {
 	OrphanObserver                                              OrphanObserver
 }
 
-// Defaults are the values Config's zero fields take: the one place the
+// DefaultConfig is the values Config's zero fields take: the one place the
 // library's defaults are set, and the source of vk-sandbox's matching flag
 // defaults. One value differs in the binary: --queue-depth defaults to
 // --node-pods (cmd/vk-sandbox/config.go, settle; docs/configuration.md),
 // because every shard must have room for every Pod the node admits.
-var Defaults = Config{
-	Node: "vk-sandboxd", Shards: 8, Workers: 32, QueueDepth: 1024,
-	RequeueMin: time.Second, RequeueMax: 30 * time.Second, ReleaseTimeout: 10 * time.Second,
-	VerifyInterval: 2 * time.Second, SettleWindow: 2 * time.Minute, ClaimRetry: DefaultClaimRetry,
-	Tombstones: 1 << 16,
+// A function, not a variable, so that no caller can change the defaults of
+// every other one.
+func DefaultConfig() Config {
+	return Config{
+		Node: "vk-sandboxd", Shards: 8, Workers: 32, QueueDepth: 1024,
+		RequeueMin: time.Second, RequeueMax: 30 * time.Second, ReleaseTimeout: 10 * time.Second,
+		VerifyInterval: 2 * time.Second, SettleWindow: 2 * time.Minute, ClaimRetry: defaultClaimRetry,
+		Tombstones: 1 << 16,
+	}
 }
 
 func (c *Config) defaults() error {
@@ -110,7 +114,7 @@ func (c *Config) defaults() error {
 			*v = d
 		}
 	}
-	d := Defaults
+	d := DefaultConfig()
 	if c.Node == "" {
 		c.Node = d.Node
 	}

@@ -56,7 +56,7 @@ func driveLoops(cfg *pipeline.Config, loops ...string) *loopClock {
 	cfg.Clock = clk
 	shards := cfg.Shards
 	if shards == 0 {
-		shards = pipeline.Defaults.Shards
+		shards = pipeline.DefaultConfig().Shards
 	}
 	return &loopClock{FakeClock: clk, start: start, rep: cfg.Observer.(*reporter), tickers: len(loops) + shards}
 }

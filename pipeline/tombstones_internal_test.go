@@ -14,10 +14,10 @@ import (
 func TestTombstonesAreKeptUpToTheirBoundAndTTL(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1_700_000_000, 0))
 	const maxTombstones = 1 << 16
-	if Defaults.Tombstones != maxTombstones {
-		t.Fatalf("the default bound is %d, want %d", Defaults.Tombstones, maxTombstones)
+	if DefaultConfig().Tombstones != maxTombstones {
+		t.Fatalf("the default bound is %d, want %d", DefaultConfig().Tombstones, maxTombstones)
 	}
-	g := newRecords(nil, clk, Defaults.Tombstones)
+	g := newRecords(nil, clk, DefaultConfig().Tombstones)
 	uid := func(i int) string { return fmt.Sprintf("uid-%06d", i) }
 	for i := range maxTombstones {
 		g.died(PodKey(fmt.Sprintf("ns/p%d", i)), uid(i))

@@ -72,8 +72,8 @@ type config struct {
 // Worker-count defaults: the flags' defaults, and what 0 or less means;
 // the libraries own the values.
 var (
-	defaultShards          = pipeline.Defaults.Shards
-	defaultWorkersPerShard = pipeline.Defaults.Workers
+	defaultShards          = pipeline.DefaultConfig().Shards
+	defaultWorkersPerShard = pipeline.DefaultConfig().Workers
 	defaultVKWorkers       = kube.DefaultNodeOptions().Workers
 )
 
@@ -115,7 +115,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.StatePath, "state-path", "/var/lib/vk-sandbox/claims.json", "claim state file: the only authority to release this node's VMs (required, must be writable)")
 	fs.DurationVar(&c.OrphanScanInterval, "orphan-scan-interval", 60*time.Second, "orphan audit interval; 0 disables (reports only, never releases)")
 	fs.DurationVar(&c.ReauthorizeInterval, "reauthorize-interval", time.Minute, "how often the recorded owner of a claim held for a Pod that is gone (preserved, or its release failed) is asked again; a release verdict releases it. 0 disables")
-	fs.DurationVar(&c.SettleWindow, "settle-window", pipeline.Defaults.SettleWindow, "how long a VM this node made may stay undelivered (a claim that finished after its answer was lost) before the orphan scan releases it; keep it above --sandboxd-claim-timeout")
+	fs.DurationVar(&c.SettleWindow, "settle-window", pipeline.DefaultConfig().SettleWindow, "how long a VM this node made may stay undelivered (a claim that finished after its answer was lost) before the orphan scan releases it; keep it above --sandboxd-claim-timeout")
 	fs.BoolVar(&c.PublishInventory, "publish-inventory", false, "server-side-apply a NodeInventory object for this node")
 	fs.DurationVar(&c.PublishInterval, "publish-interval", 30*time.Second, "how often the NodeInventory is rebuilt from sandboxd; it is applied only when changed, and at least every 10 minutes")
 	fs.StringVar(&c.NodeLabels, "node-labels", "sandbox.cocoonstack.io/runtime=sandboxd", "extra node labels, k=v[,k=v]; the built-in type and runtime labels are applied after them and cannot be overridden")
@@ -136,7 +136,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log line format: json (one object a line) or text (logfmt-style key=value)")
 	fs.DurationVar(&c.SandboxdPingInterval, "sandboxd-ping-interval", kube.DefaultSandboxdPingInterval, "how often sandboxd's /healthz and /v1/info are asked for the node's SandboxdReady condition and sandboxd-unavailable taint; the Node is written only when the verdict changes")
-	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.Defaults.RequeueMax, "cap of the per-Pod retry backoff: Pods that could not be claimed (capacity miss, errors), and failed status writes and final deletes")
+	fs.DurationVar(&c.RequeueMax, "requeue-max", pipeline.DefaultConfig().RequeueMax, "cap of the per-Pod retry backoff: Pods that could not be claimed (capacity miss, errors), and failed status writes and final deletes")
 	fs.DurationVar(&c.SandboxdTimeout, "sandboxd-timeout", pool.DefaultAttemptTimeout, "deadline of one sandboxd request attempt (list, get, release, renew, info), body included")
 	fs.DurationVar(&c.SandboxdClaimTimeout, "sandboxd-claim-timeout", pool.DefaultClaimTimeout, "deadline of one claim attempt; cold claims take seconds, and a timed-out claim is looked up before any retry")
 	fs.BoolVar(&c.SandboxdDetect, "sandboxd-detect", true, "learn what sandboxd supports (read-only probes at startup and every 5 minutes) and use only that; false treats every feature as unknown: each one is tried and its answer checked, which is safe but dearer and quieter on servers before V2 (for a proxy that refuses the probes)")
@@ -174,7 +174,7 @@ func (c *config) settle() error {
 		c.OwnerGetTimeout = kube.DefaultOwnerGetTimeout
 	}
 	if c.RequeueMax <= 0 {
-		c.RequeueMax = pipeline.Defaults.RequeueMax
+		c.RequeueMax = pipeline.DefaultConfig().RequeueMax
 	}
 	// Every Pod the node admits must be able to hold an intent in whichever
 	// shard its UID hashes to; otherwise Pods in retry (a capacity miss)
