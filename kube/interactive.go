@@ -13,6 +13,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 )
 
 // Sandboxd is what the interactive surfaces need from the sandboxd client.
@@ -22,7 +23,7 @@ type Sandboxd interface {
 	Exec(ctx context.Context, id, token string, r pool.ExecRequest) (pool.ExecResult, error)
 	DialPort(ctx context.Context, id, token string, port int) (*pool.PortConn, error)
 	Stats(ctx context.Context, id string) (pool.Stats, error)
-	Agent(id, token string) *pool.Agent
+	Agent(id, token string) *agent.Agent
 	Tenant() bool
 	// Features is what the node's sandboxd was found to have; false while
 	// unknown (then a verb is simply tried).
@@ -43,7 +44,7 @@ func errVerbMissing(surface, verb string) error {
 	return errdefs.InvalidInputf("%s is not available on this node: its sandboxd has no %s verb; upgrade sandboxd on the host", surface, verb)
 }
 
-var _ Sandboxd = (*pool.Client)(nil)
+var _ Sandboxd = (*agent.Client)(nil)
 
 // These surfaces are reached only through the apiserver's authorized proxy
 // to the kubelet API (node.go authenticates and authorizes every request),

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -83,7 +84,7 @@ type interactive struct {
 	prov  *Provider
 	sim   *sim.Server
 	sbx   *recordingSandboxd
-	c     *pool.Client
+	c     *agent.Client
 	eng   *claimsEngine
 	claim pool.ClaimResponse
 	pod   *corev1.Pod
@@ -108,7 +109,8 @@ func newInteractive(t *testing.T, cfg sim.Config, token string, opts ...func(*Pr
 	if err != nil {
 		t.Fatal(err)
 	}
-	it := &interactive{sim: s, c: c, sbx: &recordingSandboxd{Sandboxd: c}, eng: &claimsEngine{claims: map[string]pipeline.ClaimView{}, tokens: map[string]string{}}, claim: cr}
+	relay := agent.New(c, 0)
+	it := &interactive{sim: s, c: relay, sbx: &recordingSandboxd{Sandboxd: relay}, eng: &claimsEngine{claims: map[string]pipeline.ClaimView{}, tokens: map[string]string{}}, claim: cr}
 	o := ProviderOptions{Log: slog.New(slog.DiscardHandler), Sandboxd: it.sbx}
 	for _, opt := range opts {
 		opt(&o)

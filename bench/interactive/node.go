@@ -17,6 +17,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -154,9 +155,9 @@ func serveEcho() (net.Listener, error) {
 // directExecTrue is exec true through the emulator's agent relay and
 // silkd alone: no apiserver, no kubelet API.
 func (n *node) directExecTrue(ctx context.Context) error {
-	ag := n.direct.Agent(n.sandbox.ID, n.sandbox.Token)
+	ag := agent.New(n.direct, 0).Agent(n.sandbox.ID, n.sandbox.Token)
 	defer ag.Close()
-	code, err := ag.Exec(ctx, pool.AgentExec{Argv: []string{"true"}})
+	code, err := ag.Exec(ctx, agent.Exec{Argv: []string{"true"}})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("true exited %d", code)
 	}
