@@ -45,7 +45,10 @@ func (e *Error) Error() string { return "silkd " + e.Kind + ": " + e.Message }
 
 // Frame is one answer frame. Which fields are set depends on Type:
 // started{pid}, stdout{data}, stderr{data}, exit{code}, done{},
-// error{kind,message}, info{version,proto,...} and procs{procs}.
+// error{kind,message}, info{version,proto,...} and procs{procs}. The
+// json tags are the codec's reference (codec.go decodes as json.Unmarshal
+// would); Data read by Recv lives in the connection's buffer until the
+// next Recv or Release.
 type Frame struct {
 	Type    string          `json:"type"`
 	Pid     int             `json:"pid,omitempty"`
@@ -94,10 +97,6 @@ type (
 		Cols int `json:"cols,omitempty"`
 		Rows int `json:"rows,omitempty"`
 	}
-	agentDataOp struct {
-		agentOp
-		Data []byte `json:"data"`
-	}
 )
 
 func op(name string) agentOp { return agentOp{V: agentV, Op: name} }
@@ -111,6 +110,7 @@ type Conn struct {
 	br     *bufio.Reader
 	budget *byteBudget // nil: not counted
 	buf    []byte      // the frame being read; at most MaxFrame+1 long
+	data   []byte      // the frame's decoded data (codec.go); at most 3/4 of buf
 	held   int64       // bytes of budget the current frame holds
 	wmu    sync.Mutex
 	wbuf   []byte
@@ -153,6 +153,20 @@ func (a *Conn) drain() {
 			return
 		}
 	}
+}
+
+// sendStdin writes one stdin frame carrying p, encoded by hand into the
+// connection's write buffer (codec.go): the one request frame sent per
+// chunk of a session's input.
+func (a *Conn) sendStdin(p []byte) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	a.wbuf = appendStdin(a.wbuf[:0], p)
+	if len(a.wbuf) > MaxFrame {
+		return fmt.Errorf("silkd: request frame of %d bytes exceeds %d", len(a.wbuf), MaxFrame)
+	}
+	_, err := a.conn.Write(a.wbuf)
+	return err
 }
 
 // Send writes one request frame.
@@ -204,13 +218,14 @@ func (a *Conn) Recv(ctx context.Context) (Frame, error) {
 		return Frame{}, err
 	}
 	// The decoded payload is at most 3/4 of its base64: it is charged
-	// before json allocates it.
+	// before the codec grows a.data for it.
 	if err := a.hold(ctx, int64(len(a.buf))*3/4); err != nil {
 		return Frame{}, err
 	}
 	var f Frame
-	if err := json.Unmarshal(a.buf, &f); err != nil {
-		return Frame{}, fmt.Errorf("silkd: bad frame: %w", err)
+	var err error
+	if a.data, err = decodeFrame(a.buf, &f, a.data); err != nil {
+		return Frame{}, errBadFrame(err)
 	}
 	if f.Type == "" {
 		return Frame{}, errors.New("silkd: frame without a type")
@@ -250,6 +265,9 @@ func (a *Conn) Release() {
 	a.held = 0
 	if cap(a.buf) > frameBufRetained {
 		a.buf = nil
+	}
+	if cap(a.data) > frameBufRetained {
+		a.data = nil
 	}
 }
 

@@ -212,7 +212,7 @@ func copyOutput(ctx context.Context, conn *Conn, stdout, stderr io.Writer) (int,
 // done is closed; a Read still blocked then ends when the caller closes
 // its stream.
 func (a *Agent) pumpStdin(conn *Conn, typed []byte, stdin io.Reader, closeStdin bool, done <-chan struct{}) {
-	if len(typed) > 0 && conn.Send(agentDataOp{agentOp: op("stdin"), Data: typed}) != nil {
+	if len(typed) > 0 && conn.sendStdin(typed) != nil {
 		return
 	}
 	if stdin != nil {
@@ -225,7 +225,7 @@ func (a *Agent) pumpStdin(conn *Conn, typed []byte, stdin io.Reader, closeStdin 
 					return
 				default:
 				}
-				if conn.Send(agentDataOp{agentOp: op("stdin"), Data: buf[:n]}) != nil {
+				if conn.sendStdin(buf[:n]) != nil {
 					return
 				}
 			}
