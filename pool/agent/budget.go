@@ -28,8 +28,9 @@ const (
 	// minBufferBudget fits one frame at the cap with its decoded
 	// payload (maxFrameHold), so that any frame can be read at all.
 	minBufferBudget = 2 * MaxFrame
-	// frameBufRetained is the frame buffer a connection keeps between
-	// frames without charging the budget; a larger one is dropped.
+	// frameBufRetained is how large each of a connection's two frame
+	// buffers (the line, and its decoded data) may stay between frames
+	// without charging the budget; a larger one is dropped on Release.
 	frameBufRetained = 64 << 10
 )
 
