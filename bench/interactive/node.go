@@ -96,7 +96,9 @@ func startNode(ctx context.Context, env *kubetest.Env, bin, dir string) (*node, 
 		return fail(fmt.Errorf("pod %s/%s not Running: %w; vk-sandbox log tail:\n%s", n.ns, podName, err, n.vk.Tail(20)))
 	}
 	for _, sb := range n.sim.Sandboxes() {
-		if strings.HasSuffix(sb.ClaimRef, "/"+n.ns+"/"+podName) {
+		// vk-sandbox/<node>/<namespace>/<name>/<mark>: the mark is the
+		// node's HMAC, which only the node knows.
+		if strings.HasPrefix(sb.ClaimRef, "vk-sandbox/"+name+"/"+n.ns+"/"+podName+"/") {
 			n.sandbox = sb
 		}
 	}
