@@ -52,11 +52,13 @@ func decodeFrame(line []byte, f *Frame, dst []byte) ([]byte, error) {
 		return dst, nil
 	}
 	// The slow path: whatever the scanner did not take, json decides.
-	*f = Frame{}
-	if err := json.Unmarshal(line, f); err != nil {
-		return dst, err
-	}
-	return dst, nil
+	// It decodes into a Frame of its own, so that only this path pays
+	// for the one json makes escape to the heap (f stays on the caller's
+	// stack).
+	g := new(Frame)
+	err := json.Unmarshal(line, g)
+	*f = *g
+	return dst, err
 }
 
 type scanner struct {
