@@ -13,6 +13,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -21,23 +22,23 @@ import (
 func TestAgentExecStreamsStdinAndExitCode(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	a := h.claim("ns/a", 60)
-	ag := h.node.Agent(a.ID, a.Token)
+	ag := agent.New(h.node, 0).Agent(a.ID, a.Token)
 	defer ag.Close()
 	var out, errb bytes.Buffer
-	code, err := ag.Exec(ctx(t), pool.AgentExec{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, Stdout: &out, Stderr: &errb})
+	code, err := ag.Exec(ctx(t), agent.Exec{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, Stdout: &out, Stderr: &errb})
 	if h.err(err) != nil || code != 3 || out.String() != "out\n" || errb.String() != "err\n" {
 		t.Fatalf("exec: code %d, %v, stdout %q, stderr %q", code, err, out.String(), errb.String())
 	}
 	in := make([]byte, 3<<20+17) // many 32 KiB stdin frames, and a short one
 	_, _ = rand.Read(in)
 	out.Reset()
-	code, err = ag.Exec(ctx(t), pool.AgentExec{Argv: []string{"cat"}, Stdin: bytes.NewReader(in), Stdout: &out})
+	code, err = ag.Exec(ctx(t), agent.Exec{Argv: []string{"cat"}, Stdin: bytes.NewReader(in), Stdout: &out})
 	if h.err(err) != nil || code != 0 || sha256.Sum256(out.Bytes()) != sha256.Sum256(in) {
 		t.Fatalf("cat: code %d, %v, %d bytes back of %d", code, err, out.Len(), len(in))
 	}
-	_, err = ag.Exec(ctx(t), pool.AgentExec{Argv: []string{"vim"}})
-	var ae *pool.AgentError
-	if !errors.As(err, &ae) || ae.Kind != pool.AgentBadRequest {
+	_, err = ag.Exec(ctx(t), agent.Exec{Argv: []string{"vim"}})
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Kind != agent.BadRequest {
 		t.Errorf("unknown command: %v, want a bad_request", err)
 	}
 }
@@ -46,13 +47,13 @@ func TestAgentExecStreamsStdinAndExitCode(t *testing.T) {
 func TestAgentExecStreamsOutputAsWritten(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	a := h.claim("ns/a", 60)
-	ag := h.node.Agent(a.ID, a.Token)
+	ag := agent.New(h.node, 0).Agent(a.ID, a.Token)
 	defer ag.Close()
 	pr, pw := io.Pipe()
 	in, inw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		code, _ := ag.Exec(ctx(t), pool.AgentExec{Argv: []string{"sh", "-c", "echo first; cat; echo last"}, Stdin: in, Stdout: pw})
+		code, _ := ag.Exec(ctx(t), agent.Exec{Argv: []string{"sh", "-c", "echo first; cat; echo last"}, Stdin: in, Stdout: pw})
 		_ = pw.Close()
 		done <- code
 	}()
@@ -77,12 +78,12 @@ func TestAgentExecStreamsOutputAsWritten(t *testing.T) {
 func TestAgentExecKillsWhenTheCallerLeaves(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	a := h.claim("ns/a", 60)
-	ag := h.node.Agent(a.ID, a.Token)
+	ag := agent.New(h.node, 0).Agent(a.ID, a.Token)
 	defer ag.Close()
 	c, cancel := context.WithCancel(ctx(t))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := ag.Exec(c, pool.AgentExec{Argv: []string{"sleep", "600"}})
+		_, err := ag.Exec(c, agent.Exec{Argv: []string{"sleep", "600"}})
 		errc <- err
 	}()
 	testkit.WaitFor(t, 10*time.Second, "sleep running in the guest", func() bool { return running(h.sim, a.ID, "sleep") == 1 })
@@ -102,7 +103,7 @@ func TestAgentReusesConnectionsOnlyOnProto2(t *testing.T) {
 	for _, c := range []struct{ proto, upgrades int64 }{{2, 1}, {1, 4}} {
 		h := newHarness(t, sim.Config{AgentProto: int(c.proto)})
 		a := h.claim("ns/a", 60)
-		ag := h.node.Agent(a.ID, a.Token)
+		ag := agent.New(h.node, 0).Agent(a.ID, a.Token)
 		for range 3 {
 			if _, err := ag.Ps(ctx(t)); h.err(err) != nil {
 				t.Fatalf("proto %d: ps: %v", c.proto, err)
@@ -115,14 +116,15 @@ func TestAgentReusesConnectionsOnlyOnProto2(t *testing.T) {
 	}
 }
 
-// A node without the relay is ErrNoAgentRelay, and is not asked again
+// A node without the relay is ErrNoRelay, and is not asked again
 // for that sandbox at once; refusals of the request itself keep their
 // status.
 func TestAgentRelayRefusals(t *testing.T) {
 	h := newHarness(t, sim.Config{NoAgentRelay: true})
 	a := h.claim("ns/a", 60)
+	relay := agent.New(h.node, 0)
 	for range 2 {
-		if _, err := h.node.DialAgent(ctx(t), a.ID, a.Token); !errors.Is(err, pool.ErrNoAgentRelay) {
+		if _, err := relay.Dial(ctx(t), a.ID, a.Token); !errors.Is(err, agent.ErrNoRelay) {
 			t.Fatalf("no relay: %v", err)
 		}
 	}
@@ -132,10 +134,11 @@ func TestAgentRelayRefusals(t *testing.T) {
 	h2 := newHarness(t, sim.Config{})
 	b := h2.claim("ns/b", 60)
 	h2.sim.Fail(b.ID)
-	if _, err := h2.node.DialAgent(ctx(t), b.ID, b.Token); pool.StatusCode(err) != 409 || errors.Is(err, pool.ErrNoAgentRelay) {
+	relay2 := agent.New(h2.node, 0)
+	if _, err := relay2.Dial(ctx(t), b.ID, b.Token); pool.StatusCode(err) != 409 || errors.Is(err, agent.ErrNoRelay) {
 		t.Errorf("failed sandbox: %v, want a 409", err)
 	}
-	if _, err := h2.node.DialAgent(ctx(t), b.ID, strings.Repeat("0", 32)); !errors.Is(err, pool.ErrNoAgentRelay) || pool.StatusCode(err) != 404 {
+	if _, err := relay2.Dial(ctx(t), b.ID, strings.Repeat("0", 32)); !errors.Is(err, agent.ErrNoRelay) || pool.StatusCode(err) != 404 {
 		t.Errorf("wrong token: %v, want a 404", err)
 	}
 }
@@ -155,14 +158,14 @@ func running(s *sim.Server, id, cmd string) int {
 func TestAgentPTYForwardsResizes(t *testing.T) {
 	h := newHarness(t, sim.Config{GuestHostShell: true})
 	a := h.claim("ns/a", 60)
-	ag := h.node.Agent(a.ID, a.Token)
+	ag := agent.New(h.node, 0).Agent(a.ID, a.Token)
 	defer ag.Close()
 	in, typing := io.Pipe()
 	var screen testkit.Buffer
-	resize := make(chan pool.TermSize)
+	resize := make(chan agent.TermSize)
 	done := make(chan error, 1)
 	go func() {
-		_, err := ag.PTY(ctx(t), pool.AgentPTY{Cols: 100, Rows: 30, Stdin: in, Stdout: &screen, Resize: resize})
+		_, err := ag.PTY(ctx(t), agent.PTY{Cols: 100, Rows: 30, Stdin: in, Stdout: &screen, Resize: resize})
 		done <- err
 	}()
 	// The size is asked again until it shows: a resize travels on its own
@@ -182,7 +185,7 @@ func TestAgentPTYForwardsResizes(t *testing.T) {
 		})
 	}
 	sizeShows("30 100")
-	resize <- pool.TermSize{Cols: 120, Rows: 40}
+	resize <- agent.TermSize{Cols: 120, Rows: 40}
 	sizeShows("40 120")
 	go func() { _, _ = io.WriteString(typing, "exit\n") }()
 	if err := <-done; h.err(err) != nil {
@@ -199,10 +202,10 @@ func TestAgentExecQuietCommandOutlivesTheAttemptDeadline(t *testing.T) {
 	h := newHarness(t, sim.Config{})
 	a := h.claim("ns/quiet", 60)
 	c := h.client(a.Token, func(o *pool.ClientOptions) { o.AttemptTimeout = time.Second })
-	ag := c.Agent(a.ID, a.Token)
+	ag := agent.New(c, 0).Agent(a.ID, a.Token)
 	defer ag.Close()
 	var out bytes.Buffer
-	code, err := ag.Exec(ctx(t), pool.AgentExec{Argv: []string{"sh", "-c", "sleep 3; echo late"}, Stdout: &out})
+	code, err := ag.Exec(ctx(t), agent.Exec{Argv: []string{"sh", "-c", "sleep 3; echo late"}, Stdout: &out})
 	if err != nil || code != 0 || out.String() != "late\n" {
 		t.Fatalf("a command quiet for 3s with 1s attempts: code %d, %v, stdout %q", code, err, out.String())
 	}

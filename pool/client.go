@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -22,10 +21,12 @@ const (
 	VerbRenew   = "renew"
 	VerbHealthz = "healthz"
 	// The interactive surfaces: a buffered command, the ports relay's
-	// upgrade, and one sandbox's resource usage.
+	// upgrade, one sandbox's resource usage, and the agent relay's upgrade
+	// (pool/agent dials it through DialUpgrade).
 	VerbExec  = "exec"
 	VerbPorts = "ports"
 	VerbStats = "stats"
+	VerbAgent = "agent"
 )
 
 // Observer sees every HTTP attempt (so a retried call reports once per
@@ -64,12 +65,6 @@ type ClientOptions struct {
 	// seconds, so it is longer. A claim that times out is ambiguous (the
 	// node may still finish it). 0 or less means 60s.
 	ClaimTimeout time.Duration
-	// AgentBufferBudget bounds the bytes of guest frames (kubectl exec
-	// output read off the agent relay) the node holds at once, over all
-	// sessions: a session past it waits for bytes to be written out. 0
-	// or less means DefaultAgentBufferBudget; less than two frames at the
-	// cap (16 MiB) is raised to that.
-	AgentBufferBudget int64
 }
 
 // Defaults of the per-attempt deadlines.
@@ -95,11 +90,6 @@ type Client struct {
 	trace    clientTracer
 	tenant   atomic.Bool              // see Tenant
 	features atomic.Pointer[Features] // see Features
-	// agentRefused holds, per sandbox id, when its node last refused the
-	// agent upgrade (see DialAgent).
-	agentRefused sync.Map
-	// agentBudget is the node's budget for guest frames (agentbudget.go).
-	agentBudget *byteBudget
 }
 
 // Body limits. A list on a dense node (2,000+ rows of ~250 bytes) is the
@@ -157,7 +147,6 @@ func NewClient(o ClientOptions) (*Client, error) {
 		trace:        newClientTracer(u),
 		attempt:      orDefault(o.AttemptTimeout, DefaultAttemptTimeout),
 		claimAttempt: orDefault(o.ClaimTimeout, DefaultClaimTimeout),
-		agentBudget:  newByteBudget(o.AgentBufferBudget),
 	}
 	if c.token != "" {
 		c.auth = []string{"Bearer " + c.token}

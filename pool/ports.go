@@ -36,6 +36,10 @@ func (c *PortConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // without an extra copy.
 func (c *PortConn) WriteTo(w io.Writer) (int64, error) { return c.r.WriteTo(w) }
 
+// Reader is the relay's buffered reader: a reader of frames (pool/agent)
+// reads its lines straight out of it instead of buffering the stream twice.
+func (c *PortConn) Reader() *bufio.Reader { return c.r }
+
 // CloseWrite half-closes the relay towards the guest.
 func (c *PortConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
@@ -71,6 +75,20 @@ func (c *Client) DialPort(ctx context.Context, id, token string, port int) (*Por
 	pc, _, err := c.tracedUpgrade(ctx, x, attribute.Int("sandboxd.port", port))
 	return pc, err
 }
+
+// DialUpgrade opens another relay of sandbox id: GET path with Upgrade:
+// proto, reported as verb, with the sandbox's token (empty: the node
+// token), bounded like DialPort. status is the node's answer (0: none),
+// so that a caller can tell a node without the relay from a refusal.
+func (c *Client) DialUpgrade(ctx context.Context, verb, id, token, path, proto string) (pc *PortConn, status int, err error) {
+	if token == "" {
+		token = c.token
+	}
+	return c.tracedUpgrade(ctx, exchange{verb: verb, id: id, method: http.MethodGet, path: path, token: token, upgrade: proto})
+}
+
+// AttemptTimeout is the deadline of one attempt (ClientOptions).
+func (c *Client) AttemptTimeout() time.Duration { return c.attempt }
 
 // tracedUpgrade is upgrade inside a client span named for the verb, and
 // reported to the Observer like every other attempt.

@@ -17,6 +17,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
@@ -54,7 +55,7 @@ func startInProcess(ctx context.Context, cs kubernetes.Interface, rc *rest.Confi
 	}
 	log := slog.New(slog.DiscardHandler)
 	d, err := kube.NewDaemon(kube.DaemonConfig{
-		Provider: kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: log, PodClient: cs.CoreV1(), Sandboxd: sbx, NodeName: o.name},
+		Provider: kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: log, PodClient: cs.CoreV1(), Sandboxd: agent.New(sbx, 0), NodeName: o.name},
 		Pipeline: pipeline.Config{Node: o.name, NodeKey: key, QueueDepth: o.n + 64, Sandboxd: sbx, Store: st, Logger: log},
 		Node: kube.NodeOptions{Name: o.name, ListenAddr: "127.0.0.1:0", TLS: tlsCfg, Version: "burst", Client: cs,
 			EventRecorder: &record.FakeRecorder{}, Pods: o.n + 64, DefaultRateLimiters: true},

@@ -17,6 +17,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -95,7 +96,9 @@ func startNode(ctx context.Context, env *kubetest.Env, bin, dir string) (*node, 
 		return fail(fmt.Errorf("pod %s/%s not Running: %w; vk-sandbox log tail:\n%s", n.ns, podName, err, n.vk.Tail(20)))
 	}
 	for _, sb := range n.sim.Sandboxes() {
-		if strings.HasSuffix(sb.ClaimRef, "/"+n.ns+"/"+podName) {
+		// vk-sandbox/<node>/<namespace>/<name>/<mark>: the mark is the
+		// node's HMAC, which only the node knows.
+		if strings.HasPrefix(sb.ClaimRef, "vk-sandbox/"+name+"/"+n.ns+"/"+podName+"/") {
 			n.sandbox = sb
 		}
 	}
@@ -154,9 +157,9 @@ func serveEcho() (net.Listener, error) {
 // directExecTrue is exec true through the emulator's agent relay and
 // silkd alone: no apiserver, no kubelet API.
 func (n *node) directExecTrue(ctx context.Context) error {
-	ag := n.direct.Agent(n.sandbox.ID, n.sandbox.Token)
+	ag := agent.New(n.direct, 0).Agent(n.sandbox.ID, n.sandbox.Token)
 	defer ag.Close()
-	code, err := ag.Exec(ctx, pool.AgentExec{Argv: []string{"true"}})
+	code, err := ag.Exec(ctx, agent.Exec{Argv: []string{"true"}})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("true exited %d", code)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube/kubeletapi"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 )
 
 // config is every flag of the binary. Each flag's default comes from its
@@ -144,7 +145,7 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.ExecMaxSessions, "exec-max-sessions", kubeletapi.DefaultSessionLimits().PerNode, "kubectl exec (and cp) sessions the node may have open at once; one more is refused")
 	fs.IntVar(&c.PortForwardMaxSessionsPerPod, "port-forward-max-sessions-per-pod", kubeletapi.DefaultForwardLimits().PerPod, "kubectl port-forward connections (one per forwarded TCP connection) one Pod may have open at once; one more is refused")
 	fs.IntVar(&c.PortForwardMaxSessions, "port-forward-max-sessions", kubeletapi.DefaultForwardLimits().PerNode, "kubectl port-forward connections the node may have open at once; one more is refused")
-	fs.IntVar(&c.ExecBufferBudgetMiB, "exec-buffer-budget-mib", pool.DefaultAgentBufferBudget>>20, "MiB of guest output (silkd frames read for kubectl exec and cp) the node holds at once over all sessions; a session past it waits until bytes are written out. At least 16")
+	fs.IntVar(&c.ExecBufferBudgetMiB, "exec-buffer-budget-mib", agent.DefaultBufferBudget>>20, "MiB of guest output (silkd frames read for kubectl exec and cp) the node holds at once over all sessions; a session past it waits until bytes are written out. At least 16")
 	fs.DurationVar(&c.ExecIdleTimeout, "exec-idle-timeout", kubeletapi.DefaultSessionLimits().IdleTimeout, "an exec, attach or port-forward connection that carried nothing for this long is closed, and its command killed (the kubelet's streaming idle timeout)")
 	fs.DurationVar(&c.OwnerGetTimeout, "owner-get-timeout", kube.DefaultOwnerGetTimeout, "timeout of the owner GET on delete; a timeout preserves the VM")
 	fs.DurationVar(&c.LeaseCheckInterval, "lease-check-interval", time.Second, "how often recorded lease deadlines are checked; a passed deadline triggers one sandboxd listing")
@@ -217,8 +218,8 @@ func (c *config) settle() error {
 	if c.PortForwardMaxSessionsPerPod <= 0 || c.PortForwardMaxSessions <= 0 {
 		return fmt.Errorf("--port-forward-max-sessions-per-pod %d --port-forward-max-sessions %d: both must be positive", c.PortForwardMaxSessionsPerPod, c.PortForwardMaxSessions)
 	}
-	if c.ExecBufferBudgetMiB < 2*pool.MaxAgentFrame>>20 {
-		return fmt.Errorf("--exec-buffer-budget-mib %d: at least %d, two frames at silkd's cap", c.ExecBufferBudgetMiB, 2*pool.MaxAgentFrame>>20)
+	if c.ExecBufferBudgetMiB < 2*agent.MaxFrame>>20 {
+		return fmt.Errorf("--exec-buffer-budget-mib %d: at least %d, two frames at silkd's cap", c.ExecBufferBudgetMiB, 2*agent.MaxFrame>>20)
 	}
 	if c.ReauthorizeInterval < 0 {
 		return fmt.Errorf("--reauthorize-interval must not be negative (0 disables)")

@@ -20,6 +20,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
@@ -67,11 +68,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		// one idle connection for each, so a burst never redials.
 		MaxIdleConns:   cfg.Shards*cfg.WorkersPerShard + cfg.VKWorkers,
 		AttemptTimeout: cfg.SandboxdTimeout, ClaimTimeout: cfg.SandboxdClaimTimeout,
-		AgentBufferBudget: int64(cfg.ExecBufferBudgetMiB) << 20,
 	})
 	if err != nil {
 		return fmt.Errorf("sandboxd client: %w", err)
 	}
+	relay := agent.New(sbx, int64(cfg.ExecBufferBudgetMiB)<<20)
 
 	rc, err := restConfig(cfg)
 	if err != nil {
@@ -138,7 +139,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	d, err := kube.NewDaemon(kube.DaemonConfig{
 		Provider: kube.ProviderOptions{
-			Authorizer: auth, Events: recorder, Log: log, PodClient: client.CoreV1(), Sandboxd: sbx, NodeName: cfg.NodeName,
+			Authorizer: auth, Events: recorder, Log: log, PodClient: client.CoreV1(), Sandboxd: relay, NodeName: cfg.NodeName,
 			Sessions: kubeletapi.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout},
 			Forwards: kubeletapi.SessionLimits{PerPod: cfg.PortForwardMaxSessionsPerPod, PerNode: cfg.PortForwardMaxSessions},
 		},

@@ -13,6 +13,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 )
 
 // errNoRelayInteractive answers kubectl exec -i or -t on a node whose
@@ -58,9 +59,9 @@ func (a *API) RunInContainer(ctx context.Context, namespace, name, _ string, cmd
 	if attach.TTY() {
 		code, err = a.runTTY(ctx, ag, cmd, attach)
 	} else {
-		code, err = ag.Exec(ctx, pool.AgentExec{Argv: cmd, Stdin: attach.Stdin(), Stdout: writer(attach.Stdout()), Stderr: writer(attach.Stderr())})
+		code, err = ag.Exec(ctx, agent.Exec{Argv: cmd, Stdin: attach.Stdin(), Stdout: writer(attach.Stdout()), Stderr: writer(attach.Stderr())})
 	}
-	if errors.Is(err, pool.ErrNoAgentRelay) {
+	if errors.Is(err, agent.ErrNoRelay) {
 		if attach.TTY() || attach.Stdin() != nil {
 			drainStdin(ctx, attach.Stdin(), stdinDrainLimit)
 			return errNoRelayInteractive
@@ -99,9 +100,9 @@ func writer(w io.WriteCloser) io.Writer {
 // sandboxd's refusals of the upgrade as for the other surfaces, silkd's
 // own error frames in its words.
 func explainAgent(err error, id string) error {
-	var ae *pool.AgentError
+	var ae *agent.Error
 	if errors.As(err, &ae) {
-		if ae.Kind == pool.AgentBadRequest {
+		if ae.Kind == agent.BadRequest {
 			return errdefs.InvalidInputf("the guest agent of sandbox %s refused the command: %s", id, ae.Message)
 		}
 		return fmt.Errorf("the guest agent of sandbox %s: %s (%s)", id, ae.Message, ae.Kind)
@@ -116,8 +117,8 @@ func explainAgent(err error, id string) error {
 }
 
 func agentRefusalLevel(err error) slog.Level {
-	var ae *pool.AgentError
-	if errors.As(err, &ae) && ae.Kind == pool.AgentBadRequest {
+	var ae *agent.Error
+	if errors.As(err, &ae) && ae.Kind == agent.BadRequest {
 		return slog.LevelDebug
 	}
 	return refusalLevel(err)

@@ -19,15 +19,16 @@ import (
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // sessionEndBound is how long a session may take to end once its client
 // has gone, whatever the guest does: the wait for started (one sandboxd
-// attempt), the kill (pool.ControlTimeout) and the last reads
-// (pool.DrainTimeout), with room for a loaded machine. It detects a
+// attempt), the kill (agent.ControlTimeout) and the last reads
+// (agent.DrainTimeout), with room for a loaded machine. It detects a
 // session that never ends; it is not a timing goal.
-const sessionEndBound = pool.DefaultAttemptTimeout + pool.ControlTimeout + pool.DrainTimeout + 20*time.Second
+const sessionEndBound = pool.DefaultAttemptTimeout + agent.ControlTimeout + agent.DrainTimeout + 20*time.Second
 
 // countingWriter is a kubectl stream that reads everything and counts it.
 type countingWriter struct{ n atomic.Int64 }
@@ -178,7 +179,7 @@ func TestAHostileGuestCannotHoldASessionSlotGoroutineOrSocket(t *testing.T) {
 	if _, node := it.prov.sessions.open(""); node != 0 {
 		t.Errorf("the node still counts %d exec sessions", node)
 	}
-	if held := it.c.AgentBufferHeld(); held != 0 {
+	if held := it.c.BufferHeld(); held != 0 {
 		t.Errorf("the node still holds %d bytes of guest frames", held)
 	}
 	testkit.WaitFor(t, sessionEndBound, "every session's sockets closed", func() bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 )
 
 // Sandboxd is what the interactive surfaces need from the sandboxd client
@@ -29,9 +30,9 @@ type Sandboxd interface {
 	// when the client's token is not the root token.
 	Stats(ctx context.Context, id string) (pool.Stats, error)
 	// Agent is a session with the sandbox's guest agent (silkd) behind
-	// sandboxd's agent relay; pool.ErrNoAgentRelay when sandboxd refuses
+	// sandboxd's agent relay; agent.ErrNoRelay when sandboxd refuses
 	// the relay. The caller closes it.
-	Agent(id, token string) *pool.Agent
+	Agent(id, token string) *agent.Agent
 	// Tenant reports that sandboxd has answered 403 to a root-token read:
 	// the node token is a tenant's, and stats are not read any more.
 	Tenant() bool
@@ -54,7 +55,7 @@ func errVerbMissing(surface, verb string) error {
 	return errdefs.InvalidInputf("%s is not available on this node: its sandboxd has no %s verb; upgrade sandboxd on the host", surface, verb)
 }
 
-var _ Sandboxd = (*pool.Client)(nil)
+var _ Sandboxd = (*agent.Client)(nil)
 
 // These surfaces are reached only through the apiserver's authorized proxy
 // to the kubelet API (package kube's node authenticates and authorizes

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -88,7 +89,7 @@ type interactive struct {
 	prov  *API
 	sim   *sim.Server
 	sbx   *recordingSandboxd
-	c     *pool.Client
+	c     *agent.Client
 	eng   *claimsEngine
 	claim pool.ClaimResponse
 	pod   *corev1.Pod
@@ -113,7 +114,8 @@ func newInteractive(t *testing.T, cfg sim.Config, token string, opts ...func(*Op
 	if err != nil {
 		t.Fatal(err)
 	}
-	it := &interactive{sim: s, c: c, sbx: &recordingSandboxd{Sandboxd: c}, eng: &claimsEngine{pods: map[pipeline.PodKey]*corev1.Pod{}, claims: map[string]pipeline.ClaimView{}, tokens: map[string]string{}}, claim: cr}
+	relay := agent.New(c, 0)
+	it := &interactive{sim: s, c: relay, sbx: &recordingSandboxd{Sandboxd: relay}, eng: &claimsEngine{pods: map[pipeline.PodKey]*corev1.Pod{}, claims: map[string]pipeline.ClaimView{}, tokens: map[string]string{}}, claim: cr}
 	o := Options{Pods: it.eng, Log: slog.New(slog.DiscardHandler), Sandboxd: it.sbx}
 	for _, opt := range opts {
 		opt(&o)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 
-	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 )
 
 // firstSizeWait bounds how long kubectl exec -t waits for the client's
@@ -23,22 +23,22 @@ const firstSizeWait = 2 * time.Second
 // (kubectl exec -it POD -- sh) is left to run as it is. Window sizes are
 // forwarded as they change; Ctrl-C and Ctrl-D are bytes like any other,
 // which the guest's terminal turns into signals and end of input.
-func (a *API) runTTY(ctx context.Context, ag *pool.Agent, cmd []string, attach api.AttachIO) (int, error) {
-	size := pool.TermSize{Cols: 80, Rows: 24}
+func (a *API) runTTY(ctx context.Context, ag *agent.Agent, cmd []string, attach api.AttachIO) (int, error) {
+	size := agent.TermSize{Cols: 80, Rows: 24}
 	resize := attach.Resize()
 	if resize != nil {
 		t := time.NewTimer(firstSizeWait)
 		select {
 		case sz, ok := <-resize:
 			if ok && sz.Width > 0 && sz.Height > 0 {
-				size = pool.TermSize{Cols: int(sz.Width), Rows: int(sz.Height)}
+				size = agent.TermSize{Cols: int(sz.Width), Rows: int(sz.Height)}
 			}
 		case <-t.C:
 		case <-ctx.Done():
 		}
 		t.Stop()
 	}
-	sizes := make(chan pool.TermSize)
+	sizes := make(chan agent.TermSize)
 	go func() {
 		defer close(sizes)
 		for resize != nil {
@@ -48,7 +48,7 @@ func (a *API) runTTY(ctx context.Context, ag *pool.Agent, cmd []string, attach a
 					return
 				}
 				select {
-				case sizes <- pool.TermSize{Cols: int(sz.Width), Rows: int(sz.Height)}:
+				case sizes <- agent.TermSize{Cols: int(sz.Width), Rows: int(sz.Height)}:
 				case <-ctx.Done():
 					return
 				}
@@ -61,7 +61,7 @@ func (a *API) runTTY(ctx context.Context, ag *pool.Agent, cmd []string, attach a
 	if !bareShell(cmd) {
 		typed = []byte(ttyCommandLine(cmd))
 	}
-	return ag.PTY(ctx, pool.AgentPTY{Cols: size.Cols, Rows: size.Rows, Typed: typed, Stdin: attach.Stdin(),
+	return ag.PTY(ctx, agent.PTY{Cols: size.Cols, Rows: size.Rows, Typed: typed, Stdin: attach.Stdin(),
 		Stdout: writer(attach.Stdout()), Resize: sizes})
 }
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 )
 
 // handleAgent is the agent relay: with the sandbox's own token and
@@ -196,7 +196,7 @@ func (s *Server) initGuests() {
 
 // GuestProcs is sandbox id's silkd process table (test use): every
 // process started through the agent relay in the last 5 minutes.
-func (s *Server) GuestProcs(id string) []pool.AgentProc {
+func (s *Server) GuestProcs(id string) []agent.Proc {
 	if g := s.guests.lookup(id); g != nil {
 		return g.table()
 	}

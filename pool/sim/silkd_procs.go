@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/agent"
 )
 
 // The emulated silkd's process table: what each process is, the output it
@@ -143,12 +143,12 @@ func (g *silkGuest) killAll() {
 }
 
 // table is the ps answer.
-func (g *silkGuest) table() []pool.AgentProc {
+func (g *silkGuest) table() []agent.Proc {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make([]pool.AgentProc, 0, len(g.procs))
+	out := make([]agent.Proc, 0, len(g.procs))
 	for _, p := range g.procs {
-		row := pool.AgentProc{Pid: p.pid, Argv: p.argv, Detached: p.detached, State: "running", StartedAt: p.started.Unix()}
+		row := agent.Proc{Pid: p.pid, Argv: p.argv, Detached: p.detached, State: "running", StartedAt: p.started.Unix()}
 		if !p.running() {
 			p.mu.Lock()
 			code := p.code
@@ -157,6 +157,6 @@ func (g *silkGuest) table() []pool.AgentProc {
 		}
 		out = append(out, row)
 	}
-	slices.SortFunc(out, func(a, b pool.AgentProc) int { return a.Pid - b.Pid })
+	slices.SortFunc(out, func(a, b agent.Proc) int { return a.Pid - b.Pid })
 	return out
 }

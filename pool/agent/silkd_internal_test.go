@@ -1,4 +1,4 @@
-package pool
+package agent
 
 import (
 	"bufio"
@@ -19,14 +19,14 @@ func TestAgentConnRefusesFramesPastTheCap(t *testing.T) {
 	for _, c := range []struct {
 		size int
 		ok   bool
-	}{{MaxAgentFrame, true}, {MaxAgentFrame + 1, false}} {
+	}{{MaxFrame, true}, {MaxFrame + 1, false}} {
 		line := prefix + strings.Repeat("x", c.size-len(prefix)-len(suffix)) + suffix
 		client, server := net.Pipe()
 		go func() {
 			_, _ = server.Write([]byte(line))
 			_ = server.Close()
 		}()
-		a := newAgentConn(&PortConn{Conn: client, r: bufio.NewReader(client)}, newByteBudget(0))
+		a := newConn(client, bufio.NewReader(client), newByteBudget(0))
 		f, err := a.Recv(t.Context())
 		_ = client.Close() // unblocks the writer of a refused frame
 		switch {
@@ -42,13 +42,13 @@ func TestAgentConnRefusesFramesPastTheCap(t *testing.T) {
 // frame (JSON, base64 data) read off the agent relay: the bound of exec's
 // output throughput on a node (bench/HISTORY.md, "Interactive").
 func BenchmarkAgentConnRecvStdout(b *testing.B) {
-	line, err := json.Marshal(AgentFrame{Type: "stdout", Data: make([]byte, StdinChunk)})
+	line, err := json.Marshal(Frame{Type: "stdout", Data: make([]byte, StdinChunk)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	line = append(line, '\n')
 	r := &repeatReader{line: line}
-	a := &AgentConn{br: bufio.NewReader(r)}
+	a := &Conn{br: bufio.NewReader(r)}
 	b.SetBytes(StdinChunk)
 	for b.Loop() {
 		if f, err := a.Recv(b.Context()); err != nil || len(f.Data) != StdinChunk {
@@ -74,28 +74,28 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 // connection's frame waits (bounded by its context) instead of being
 // read past the budget.
 func TestAgentFramesWaitForTheNodesBudget(t *testing.T) {
-	budget := newByteBudget(minAgentBufferBudget)
-	line := []byte(`{"type":"stdout","message":"` + strings.Repeat("x", MaxAgentFrame-32) + "\"}\n")
-	conns := make([]*AgentConn, 2)
+	budget := newByteBudget(minBufferBudget)
+	line := []byte(`{"type":"stdout","message":"` + strings.Repeat("x", MaxFrame-32) + "\"}\n")
+	conns := make([]*Conn, 2)
 	for i := range conns {
 		client, server := net.Pipe()
 		t.Cleanup(func() { client.Close(); server.Close() })
 		go func() { _, _ = server.Write(line) }()
-		conns[i] = newAgentConn(&PortConn{Conn: client, r: bufio.NewReader(client)}, budget)
+		conns[i] = newConn(client, bufio.NewReader(client), budget)
 	}
 	if _, err := conns[0].Recv(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if held := budget.held.Load(); held <= MaxAgentFrame || held > maxFrameHold {
-		t.Errorf("a frame at the cap holds %d bytes of the budget, want (%d, %d]", held, MaxAgentFrame, maxFrameHold)
+	if held := budget.held.Load(); held <= MaxFrame || held > maxFrameHold {
+		t.Errorf("a frame at the cap holds %d bytes of the budget, want (%d, %d]", held, MaxFrame, maxFrameHold)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := conns[1].Recv(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a second frame past the budget: %v, want it to wait until its context ended", err)
 	}
-	if held := budget.held.Load(); held > minAgentBufferBudget {
-		t.Errorf("the node holds %d bytes, past its budget of %d", held, minAgentBufferBudget)
+	if held := budget.held.Load(); held > minBufferBudget {
+		t.Errorf("the node holds %d bytes, past its budget of %d", held, minBufferBudget)
 	}
 	conns[0].Release()
 	conns[1].Release()

@@ -1,4 +1,4 @@
-package pool
+package agent
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	"sync"
 )
 
-// AgentExec is one command run through silkd with its streams: output
+// Exec is one command run through silkd with its streams: output
 // reaches Stdout and Stderr as the guest writes it, and Stdin (nil: none)
 // is forwarded as it arrives.
-type AgentExec struct {
+type Exec struct {
 	Argv   []string
 	Cwd    string
 	Env    map[string]string
@@ -20,10 +20,10 @@ type AgentExec struct {
 	Stderr io.Writer // nil discards
 }
 
-// AgentPTY is a login shell in a pseudo-terminal (silkd's pty_open, which
+// PTY is a login shell in a pseudo-terminal (silkd's pty_open, which
 // takes no argv). Typed is sent as the terminal's first input, before
 // Stdin; Resize carries the terminal's new sizes.
-type AgentPTY struct {
+type PTY struct {
 	Cols, Rows int
 	Cwd        string
 	Env        map[string]string
@@ -40,11 +40,11 @@ type TermSize struct{ Cols, Rows int }
 // ends first (the client went away, or its deadline passed), the command
 // is killed through a second connection, since silkd would let a silent
 // child run on, and ctx's error is returned.
-func (a *Agent) Exec(ctx context.Context, r AgentExec) (int, error) {
+func (a *Agent) Exec(ctx context.Context, r Exec) (int, error) {
 	if len(r.Argv) == 0 {
 		return 0, fmt.Errorf("silkd exec in %s: empty argv", a.id)
 	}
-	conn, err := a.c.DialAgent(ctx, a.id, a.token)
+	conn, err := a.c.Dial(ctx, a.id, a.token)
 	if err != nil {
 		return 0, err
 	}
@@ -55,8 +55,8 @@ func (a *Agent) Exec(ctx context.Context, r AgentExec) (int, error) {
 
 // PTY runs a shell in a terminal until it exits, and returns its exit
 // code; ctx ending kills it, as for Exec.
-func (a *Agent) PTY(ctx context.Context, r AgentPTY) (int, error) {
-	conn, err := a.c.DialAgent(ctx, a.id, a.token)
+func (a *Agent) PTY(ctx context.Context, r PTY) (int, error) {
+	conn, err := a.c.Dial(ctx, a.id, a.token)
 	if err != nil {
 		return 0, err
 	}
@@ -70,7 +70,7 @@ func (a *Agent) PTY(ctx context.Context, r AgentPTY) (int, error) {
 // live) until it exits. It returns the exit code, and exited false when
 // the process was gone before it could say (silkd's done).
 func (a *Agent) Attach(ctx context.Context, pid int, stdout, stderr io.Writer) (code int, exited bool, err error) {
-	conn, err := a.c.DialAgent(ctx, a.id, a.token)
+	conn, err := a.c.Dial(ctx, a.id, a.token)
 	if err != nil {
 		return 0, false, err
 	}
@@ -99,7 +99,7 @@ func (a *Agent) Attach(ctx context.Context, pid int, stdout, stderr io.Writer) (
 		case "done":
 			return 0, false, nil
 		case "error":
-			return 0, false, &AgentError{Kind: f.Kind, Message: f.Message}
+			return 0, false, &Error{Kind: f.Kind, Message: f.Message}
 		}
 	}
 }
@@ -131,15 +131,15 @@ func write(w io.Writer, p []byte) error {
 // ControlTimeout (the kill) plus DrainTimeout (the last reads), and the
 // resize pump has returned; the stdin pump returns once the caller's
 // stream is closed, which the caller does when stream returns.
-func (a *Agent) stream(ctx context.Context, conn *AgentConn, req any, typed []byte, stdin io.Reader, closeStdin bool,
+func (a *Agent) stream(ctx context.Context, conn *Conn, req any, typed []byte, stdin io.Reader, closeStdin bool,
 	stdout, stderr io.Writer, resize <-chan TermSize) (int, error) {
 	// Until started names the pid there is nothing to kill, so ctx does
 	// not cut that wait short: the attempt's deadline bounds it, and a ctx
 	// that ended meanwhile kills the process at once.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.attempt)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.AttemptTimeout())
 	stop := conn.bound(sctx)
 	err := conn.Send(req)
-	var f AgentFrame
+	var f Frame
 	if err == nil {
 		f, err = conn.Recv(sctx)
 		conn.Release()
@@ -150,7 +150,7 @@ func (a *Agent) stream(ctx context.Context, conn *AgentConn, req any, typed []by
 	case err != nil:
 		return 0, errors.Join(ctx.Err(), err)
 	case f.Type == "error":
-		return 0, &AgentError{Kind: f.Kind, Message: f.Message}
+		return 0, &Error{Kind: f.Kind, Message: f.Message}
 	case f.Type != "started":
 		return 0, fmt.Errorf("silkd in %s answered %q before started", a.id, f.Type)
 	}
@@ -186,7 +186,7 @@ func (a *Agent) stream(ctx context.Context, conn *AgentConn, req any, typed []by
 
 // copyOutput copies output frames until exit, and returns the exit code.
 // Each frame's bytes are given back to the node's budget once written.
-func copyOutput(ctx context.Context, conn *AgentConn, stdout, stderr io.Writer) (int, error) {
+func copyOutput(ctx context.Context, conn *Conn, stdout, stderr io.Writer) (int, error) {
 	for {
 		f, err := conn.Recv(ctx)
 		if err != nil {
@@ -202,7 +202,7 @@ func copyOutput(ctx context.Context, conn *AgentConn, stdout, stderr io.Writer) 
 		case "exit":
 			return f.exitCode(), nil
 		case "error":
-			return 0, &AgentError{Kind: f.Kind, Message: f.Message}
+			return 0, &Error{Kind: f.Kind, Message: f.Message}
 		}
 	}
 }
@@ -211,8 +211,8 @@ func copyOutput(ctx context.Context, conn *AgentConn, stdout, stderr io.Writer) 
 // arrives. A read error ends input like EOF does. It stops sending once
 // done is closed; a Read still blocked then ends when the caller closes
 // its stream.
-func (a *Agent) pumpStdin(conn *AgentConn, typed []byte, stdin io.Reader, closeStdin bool, done <-chan struct{}) {
-	if len(typed) > 0 && conn.Send(agentDataOp{agentOp: op("stdin"), Data: typed}) != nil {
+func (a *Agent) pumpStdin(conn *Conn, typed []byte, stdin io.Reader, closeStdin bool, done <-chan struct{}) {
+	if len(typed) > 0 && conn.sendStdin(typed) != nil {
 		return
 	}
 	if stdin != nil {
@@ -225,7 +225,7 @@ func (a *Agent) pumpStdin(conn *AgentConn, typed []byte, stdin io.Reader, closeS
 					return
 				default:
 				}
-				if conn.Send(agentDataOp{agentOp: op("stdin"), Data: buf[:n]}) != nil {
+				if conn.sendStdin(buf[:n]) != nil {
 					return
 				}
 			}

@@ -1,4 +1,4 @@
-package pool
+package agent
 
 import (
 	"bufio"
@@ -18,8 +18,8 @@ import (
 // empty one is "" (a nil []byte would encode as null, so senders pass an
 // empty slice).
 const (
-	// MaxAgentFrame is silkd's cap on one frame, either way.
-	MaxAgentFrame = 8 << 20
+	// MaxFrame is silkd's cap on one frame, either way.
+	MaxFrame = 8 << 20
 	// StdinChunk is how much input one stdin frame carries at most.
 	StdinChunk = 32 << 10
 	agentV     = 1
@@ -27,26 +27,29 @@ const (
 
 // Error kinds of silkd's error frame.
 const (
-	AgentBadRequest     = "bad_request"
-	AgentNotFound       = "not_found"
-	AgentUnimplemented  = "unimplemented"
-	AgentInternal       = "internal"
-	agentExitKilledCode = -1
+	BadRequest     = "bad_request"
+	NotFound       = "not_found"
+	Unimplemented  = "unimplemented"
+	Internal       = "internal"
+	exitKilledCode = -1
 )
 
-// AgentError is silkd's error frame: the RPC was refused or failed in the
+// Error is silkd's error frame: the RPC was refused or failed in the
 // guest.
-type AgentError struct {
+type Error struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }
 
-func (e *AgentError) Error() string { return "silkd " + e.Kind + ": " + e.Message }
+func (e *Error) Error() string { return "silkd " + e.Kind + ": " + e.Message }
 
-// AgentFrame is one answer frame. Which fields are set depends on Type:
+// Frame is one answer frame. Which fields are set depends on Type:
 // started{pid}, stdout{data}, stderr{data}, exit{code}, done{},
-// error{kind,message}, info{version,proto,...} and procs{procs}.
-type AgentFrame struct {
+// error{kind,message}, info{version,proto,...} and procs{procs}. The
+// json tags are the codec's reference (codec.go decodes as json.Unmarshal
+// would); Data read by Recv lives in the connection's buffer until the
+// next Recv or Release.
+type Frame struct {
 	Type    string          `json:"type"`
 	Pid     int             `json:"pid,omitempty"`
 	Code    *int            `json:"code,omitempty"`
@@ -58,8 +61,8 @@ type AgentFrame struct {
 	Procs   json.RawMessage `json:"procs,omitempty"`
 }
 
-// AgentProc is one row of silkd's process table (the ps answer).
-type AgentProc struct {
+// Proc is one row of silkd's process table (the ps answer).
+type Proc struct {
 	Pid       int      `json:"pid"`
 	Argv      []string `json:"argv"`
 	Detached  bool     `json:"detached"`
@@ -94,35 +97,32 @@ type (
 		Cols int `json:"cols,omitempty"`
 		Rows int `json:"rows,omitempty"`
 	}
-	agentDataOp struct {
-		agentOp
-		Data []byte `json:"data"`
-	}
 )
 
 func op(name string) agentOp { return agentOp{V: agentV, Op: name} }
 
-// AgentConn is one connection to silkd through the agent relay, and the
+// Conn is one connection to silkd through the agent relay, and the
 // one place frames are read and written. Send is safe for concurrent use;
 // Recv is for one reader at a time. What a frame holds is charged to the
 // node's budget (agentbudget.go) from Recv until Release.
-type AgentConn struct {
+type Conn struct {
 	conn   net.Conn
 	br     *bufio.Reader
 	budget *byteBudget // nil: not counted
-	buf    []byte      // the frame being read; at most MaxAgentFrame+1 long
+	buf    []byte      // the frame being read; at most MaxFrame+1 long
+	data   []byte      // the frame's decoded data (codec.go); at most 3/4 of buf
 	held   int64       // bytes of budget the current frame holds
 	wmu    sync.Mutex
 	wbuf   []byte
 }
 
-func newAgentConn(pc *PortConn, budget *byteBudget) *AgentConn {
-	return &AgentConn{conn: pc.Conn, br: pc.r, budget: budget}
+func newConn(conn net.Conn, br *bufio.Reader, budget *byteBudget) *Conn {
+	return &Conn{conn: conn, br: br, budget: budget}
 }
 
 // Close ends the connection (and with it a foreground exec's input, or a
 // pty's shell), and gives back what its last frame held.
-func (a *AgentConn) Close() error {
+func (a *Conn) Close() error {
 	a.Release()
 	return a.conn.Close()
 }
@@ -131,7 +131,7 @@ func (a *AgentConn) Close() error {
 // and ctx's deadline, if it has one, a deadline of the connection: a
 // guest that stops answering cannot outlast either. stop reports whether
 // ctx had not ended; until then the deadline stays on the connection.
-func (a *AgentConn) bound(ctx context.Context) (stop func() bool) {
+func (a *Conn) bound(ctx context.Context) (stop func() bool) {
 	dl, _ := ctx.Deadline() // zero: no deadline
 	_ = a.conn.SetDeadline(dl)
 	return context.AfterFunc(ctx, func() { _ = a.conn.SetDeadline(time.Unix(1, 0)) })
@@ -139,7 +139,7 @@ func (a *AgentConn) bound(ctx context.Context) (stop func() bool) {
 
 // drain reads and drops what the guest still sends on a session that is
 // ending, until the RPC's terminal frame, for at most DrainTimeout.
-func (a *AgentConn) drain() {
+func (a *Conn) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
 	_ = a.conn.SetDeadline(time.Now().Add(DrainTimeout))
@@ -155,41 +155,55 @@ func (a *AgentConn) drain() {
 	}
 }
 
+// sendStdin writes one stdin frame carrying p, encoded by hand into the
+// connection's write buffer (codec.go): the one request frame sent per
+// chunk of a session's input.
+func (a *Conn) sendStdin(p []byte) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	a.wbuf = appendStdin(a.wbuf[:0], p)
+	if len(a.wbuf) > MaxFrame {
+		return fmt.Errorf("silkd: request frame of %d bytes exceeds %d", len(a.wbuf), MaxFrame)
+	}
+	_, err := a.conn.Write(a.wbuf)
+	return err
+}
+
 // Send writes one request frame.
-func (a *AgentConn) Send(v any) error {
+func (a *Conn) Send(v any) error {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if len(b)+1 > MaxAgentFrame {
-		return fmt.Errorf("silkd: request frame of %d bytes exceeds %d", len(b)+1, MaxAgentFrame)
+	if len(b)+1 > MaxFrame {
+		return fmt.Errorf("silkd: request frame of %d bytes exceeds %d", len(b)+1, MaxFrame)
 	}
 	a.wbuf = append(append(a.wbuf[:0], b...), '\n')
 	_, err = a.conn.Write(a.wbuf)
 	return err
 }
 
-// errFrameTooLarge is a frame past MaxAgentFrame: silkd never sends one,
+// errFrameTooLarge is a frame past MaxFrame: silkd never sends one,
 // so the stream is broken.
-var errFrameTooLarge = fmt.Errorf("silkd: frame exceeds %d bytes", MaxAgentFrame)
+var errFrameTooLarge = fmt.Errorf("silkd: frame exceeds %d bytes", MaxFrame)
 
 // Recv reads one answer frame, which holds its bytes of the node's budget
 // until Release (or the next Recv, or Close): the caller releases it once
-// the frame's data is written on. Reading stops at MaxAgentFrame: a
+// the frame's data is written on. Reading stops at MaxFrame: a
 // longer line is an error, never a larger buffer. While the budget is used
 // up, Recv waits for it until ctx ends.
-func (a *AgentConn) Recv(ctx context.Context) (AgentFrame, error) {
+func (a *Conn) Recv(ctx context.Context) (Frame, error) {
 	a.Release()
 	a.buf = a.buf[:0]
 	for {
 		line, err := a.br.ReadSlice('\n')
-		if len(a.buf)+len(line) > MaxAgentFrame {
-			return AgentFrame{}, errFrameTooLarge
+		if len(a.buf)+len(line) > MaxFrame {
+			return Frame{}, errFrameTooLarge
 		}
 		if err := a.grow(ctx, len(line)); err != nil {
-			return AgentFrame{}, err
+			return Frame{}, err
 		}
 		a.buf = append(a.buf, line...)
 		if err == nil {
@@ -201,19 +215,20 @@ func (a *AgentConn) Recv(ctx context.Context) (AgentFrame, error) {
 		if errors.Is(err, io.EOF) && len(a.buf) > 0 {
 			err = io.ErrUnexpectedEOF
 		}
-		return AgentFrame{}, err
+		return Frame{}, err
 	}
 	// The decoded payload is at most 3/4 of its base64: it is charged
-	// before json allocates it.
+	// before the codec grows a.data for it.
 	if err := a.hold(ctx, int64(len(a.buf))*3/4); err != nil {
-		return AgentFrame{}, err
+		return Frame{}, err
 	}
-	var f AgentFrame
-	if err := json.Unmarshal(a.buf, &f); err != nil {
-		return AgentFrame{}, fmt.Errorf("silkd: bad frame: %w", err)
+	var f Frame
+	var err error
+	if a.data, err = decodeFrame(a.buf, &f, a.data); err != nil {
+		return Frame{}, errBadFrame(err)
 	}
 	if f.Type == "" {
-		return AgentFrame{}, errors.New("silkd: frame without a type")
+		return Frame{}, errors.New("silkd: frame without a type")
 	}
 	return f, nil
 }
@@ -221,12 +236,12 @@ func (a *AgentConn) Recv(ctx context.Context) (AgentFrame, error) {
 // grow makes room for n more bytes of frame, charging the budget for the
 // buffer's growth before it is allocated: the charge is the buffer's
 // capacity beyond what a connection keeps for free.
-func (a *AgentConn) grow(ctx context.Context, n int) error {
+func (a *Conn) grow(ctx context.Context, n int) error {
 	need := len(a.buf) + n
 	if need <= cap(a.buf) {
 		return nil
 	}
-	newCap := min(max(2*cap(a.buf), need), MaxAgentFrame)
+	newCap := min(max(2*cap(a.buf), need), MaxFrame)
 	if err := a.hold(ctx, int64(max(newCap, frameBufRetained)-max(cap(a.buf), frameBufRetained))); err != nil {
 		return err
 	}
@@ -234,7 +249,7 @@ func (a *AgentConn) grow(ctx context.Context, n int) error {
 	return nil
 }
 
-func (a *AgentConn) hold(ctx context.Context, n int64) error {
+func (a *Conn) hold(ctx context.Context, n int64) error {
 	if err := a.budget.acquire(ctx, n); err != nil {
 		return fmt.Errorf("silkd: waiting for the node's buffer budget: %w", err)
 	}
@@ -245,29 +260,32 @@ func (a *AgentConn) hold(ctx context.Context, n int64) error {
 // Release gives back what the last frame held; the caller has written
 // its data on, or dropped it. A buffer larger than a connection keeps for
 // free goes with it.
-func (a *AgentConn) Release() {
+func (a *Conn) Release() {
 	a.budget.release(a.held)
 	a.held = 0
 	if cap(a.buf) > frameBufRetained {
 		a.buf = nil
 	}
+	if cap(a.data) > frameBufRetained {
+		a.data = nil
+	}
 }
 
 // terminal reports whether f ends its RPC, and the error it carries.
-func (f AgentFrame) terminal() (bool, error) {
+func (f Frame) terminal() (bool, error) {
 	switch f.Type {
 	case "exit", "done", "procs", "info":
 		return true, nil
 	case "error":
-		return true, &AgentError{Kind: f.Kind, Message: f.Message}
+		return true, &Error{Kind: f.Kind, Message: f.Message}
 	}
 	return false, nil
 }
 
 // exitCode is an exit frame's code; a missing one reads as killed.
-func (f AgentFrame) exitCode() int {
+func (f Frame) exitCode() int {
 	if f.Code == nil {
-		return agentExitKilledCode
+		return exitKilledCode
 	}
 	return *f.Code
 }

@@ -1,4 +1,4 @@
-package pool
+package agent
 
 import (
 	"context"
@@ -22,20 +22,21 @@ const (
 	// sends is read and dropped for at most this long, then the
 	// connection is closed.
 	DrainTimeout = 2 * time.Second
-	// DefaultAgentBufferBudget is the node-wide bytes of guest frames the
-	// agent relay may hold at once (ClientOptions.AgentBufferBudget).
-	DefaultAgentBufferBudget = 64 << 20
-	// minAgentBufferBudget fits one frame at the cap with its decoded
+	// DefaultBufferBudget is the node-wide bytes of guest frames the
+	// agent relay may hold at once (New's budget).
+	DefaultBufferBudget = 64 << 20
+	// minBufferBudget fits one frame at the cap with its decoded
 	// payload (maxFrameHold), so that any frame can be read at all.
-	minAgentBufferBudget = 2 * MaxAgentFrame
-	// frameBufRetained is the frame buffer a connection keeps between
-	// frames without charging the budget; a larger one is dropped.
+	minBufferBudget = 2 * MaxFrame
+	// frameBufRetained is how large each of a connection's two frame
+	// buffers (the line, and its decoded data) may stay between frames
+	// without charging the budget; a larger one is dropped on Release.
 	frameBufRetained = 64 << 10
 )
 
-// maxFrameHold is the most one frame holds: its line (MaxAgentFrame) and
+// maxFrameHold is the most one frame holds: its line (MaxFrame) and
 // its base64 payload decoded (at most 3/4 of the line).
-const maxFrameHold = MaxAgentFrame + MaxAgentFrame*3/4
+const maxFrameHold = MaxFrame + MaxFrame*3/4
 
 // byteBudget is the node's budget for guest frames: bytes are acquired
 // before they are held and released once the frame is written to the
@@ -48,9 +49,9 @@ type byteBudget struct {
 
 func newByteBudget(n int64) *byteBudget {
 	if n <= 0 {
-		n = DefaultAgentBufferBudget
+		n = DefaultBufferBudget
 	}
-	return &byteBudget{sem: semaphore.NewWeighted(max(n, minAgentBufferBudget))}
+	return &byteBudget{sem: semaphore.NewWeighted(max(n, minBufferBudget))}
 }
 
 // acquire takes n bytes, waiting while the budget is used up; ctx ending
@@ -74,6 +75,6 @@ func (b *byteBudget) release(n int64) {
 	b.sem.Release(n)
 }
 
-// AgentBufferHeld is how many bytes of guest frames the node holds right
-// now, out of ClientOptions.AgentBufferBudget.
-func (c *Client) AgentBufferHeld() int64 { return c.agentBudget.held.Load() }
+// BufferHeld is how many bytes of guest frames the node holds right now,
+// out of New's budget.
+func (c *Client) BufferHeld() int64 { return c.budget.held.Load() }

@@ -1,4 +1,4 @@
-package pool
+package agent
 
 import (
 	"context"
@@ -9,26 +9,25 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
-// VerbAgent names the agent relay's upgrade in reports and errors.
-const VerbAgent = "agent"
-
-// agentRefusalMemory is how long a sandbox whose node refused the agent
+// refusalMemory is how long a sandbox whose node refused the agent
 // upgrade is not asked again: a node (or a policy in front of it) without
 // the relay answers the same way every time, and an upgraded sandboxd is
 // noticed after this long.
-const agentRefusalMemory = time.Minute
+const refusalMemory = time.Minute
 
-// ErrNoAgentRelay is an agent upgrade the node refused as a whole (no
-// such route, no upgrades allowed): the buffered exec is the only way in.
-var ErrNoAgentRelay = errors.New("sandboxd does not relay to the guest agent")
+// ErrNoRelay is an agent upgrade the node refused as a whole (no such
+// route, no upgrades allowed): the buffered exec is the only way in.
+var ErrNoRelay = errors.New("sandboxd does not relay to the guest agent")
 
-// noAgentRelay reports whether an upgrade answer says the relay is not
-// there rather than that this request was wrong: a 404 (the route, or the
+// noRelay reports whether an upgrade answer says the relay is not there
+// rather than that this request was wrong: a 404 (the route, or the
 // sandbox, is unknown: the buffered exec then says which), 405, 426, 501,
 // or a success that did not switch protocols.
-func noAgentRelay(status int) bool {
+func noRelay(status int) bool {
 	switch status {
 	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusUpgradeRequired, http.StatusNotImplemented:
 		return true
@@ -36,48 +35,65 @@ func noAgentRelay(status int) bool {
 	return status >= 200 && status < 300
 }
 
-// DialAgent opens the agent relay of sandbox id (GET
-// /v1/sandboxes/{id}/agent, Upgrade: silkd) with the sandbox's own token:
-// from the 101 on, the connection speaks silkd's protocol. An answer that
-// says the node has no relay comes back wrapping ErrNoAgentRelay (and is
-// remembered for the sandbox for a minute, so that a node without it
-// costs one refused upgrade, not one per command); other refusals are
-// *HTTPError, as for the other calls.
-func (c *Client) DialAgent(ctx context.Context, id, token string) (*AgentConn, error) {
+// Client is the sandboxd client with the agent relay: the claim client's
+// calls (embedded, so a Client serves wherever a *pool.Client does), and
+// the node-wide state of the relay, the refused upgrades and the byte
+// budget of guest frames. It is safe for concurrent use.
+type Client struct {
+	*pool.Client
+	// refused holds, per sandbox id, when its node last refused the
+	// agent upgrade (see Dial).
+	refused sync.Map
+	// budget is the node's budget for guest frames (budget.go).
+	budget *byteBudget
+}
+
+// New gives c the agent relay. budget bounds the bytes of guest frames
+// (kubectl exec output read off the relay) the node holds at once, over
+// all sessions: a session past it waits for bytes to be written out. 0 or
+// less means DefaultBufferBudget; less than two frames at the cap
+// (16 MiB) is raised to that.
+func New(c *pool.Client, budget int64) *Client {
+	return &Client{Client: c, budget: newByteBudget(budget)}
+}
+
+// Dial opens the agent relay of sandbox id (GET /v1/sandboxes/{id}/agent,
+// Upgrade: silkd) with the sandbox's own token: from the 101 on, the
+// connection speaks silkd's protocol. An answer that says the node has no
+// relay comes back wrapping ErrNoRelay (and is remembered for the sandbox
+// for a minute, so that a node without it costs one refused upgrade, not
+// one per command); other refusals are *pool.HTTPError, as for the other
+// calls.
+func (c *Client) Dial(ctx context.Context, id, token string) (*Conn, error) {
 	if id == "" {
 		return nil, errors.New("sandboxd agent: empty sandbox id")
 	}
-	if t, ok := c.agentRefused.Load(id); ok && time.Since(t.(time.Time)) < agentRefusalMemory {
-		return nil, fmt.Errorf("sandboxd agent %s: %w (remembered)", id, ErrNoAgentRelay)
+	if t, ok := c.refused.Load(id); ok && time.Since(t.(time.Time)) < refusalMemory {
+		return nil, fmt.Errorf("sandboxd agent %s: %w (remembered)", id, ErrNoRelay)
 	}
-	if token == "" {
-		token = c.token
-	}
-	x := exchange{verb: VerbAgent, id: id, method: http.MethodGet,
-		path: "/v1/sandboxes/" + url.PathEscape(id) + "/agent", token: token, upgrade: "silkd"}
-	pc, status, err := c.tracedUpgrade(ctx, x)
+	pc, status, err := c.DialUpgrade(ctx, pool.VerbAgent, id, token, "/v1/sandboxes/"+url.PathEscape(id)+"/agent", "silkd")
 	if err != nil {
-		if noAgentRelay(status) {
+		if noRelay(status) {
 			c.rememberRefusal(id)
-			return nil, fmt.Errorf("%w: %w", ErrNoAgentRelay, err)
+			return nil, fmt.Errorf("%w: %w", ErrNoRelay, err)
 		}
 		return nil, err
 	}
-	c.agentRefused.Delete(id)
-	return newAgentConn(pc, c.agentBudget), nil
+	c.refused.Delete(id)
+	return newConn(pc, pc.Reader(), c.budget), nil
 }
 
 // rememberRefusal notes a refused upgrade, and forgets those older than
-// agentRefusalMemory, so that the set never outgrows a minute's worth.
+// refusalMemory, so that the set never outgrows a minute's worth.
 func (c *Client) rememberRefusal(id string) {
 	now := time.Now()
-	c.agentRefused.Range(func(k, v any) bool {
-		if now.Sub(v.(time.Time)) >= agentRefusalMemory {
-			c.agentRefused.Delete(k)
+	c.refused.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) >= refusalMemory {
+			c.refused.Delete(k)
 		}
 		return true
 	})
-	c.agentRefused.Store(id, now)
+	c.refused.Store(id, now)
 }
 
 // Agent is silkd in one sandbox. Each streaming RPC (exec, pty, attach)
@@ -90,8 +106,8 @@ type Agent struct {
 	id, token string
 
 	mu    sync.Mutex
-	ctl   *AgentConn // an idle proto-2 control connection, or nil
-	proto int        // silkd's proto once info told it, else 0
+	ctl   *Conn // an idle proto-2 control connection, or nil
+	proto int   // silkd's proto once info told it, else 0
 }
 
 // Agent returns the guest agent of sandbox id, reached with its token.
@@ -113,7 +129,7 @@ func (a *Agent) Close() {
 // The whole exchange (dial, info, the RPC) is bounded by ControlTimeout
 // as well as ctx: a guest that answers neither info nor the RPC holds
 // a.mu, and whoever kills a session through it, no longer than that.
-func (a *Agent) call(ctx context.Context, req any) (AgentFrame, error) {
+func (a *Agent) call(ctx context.Context, req any) (Frame, error) {
 	ctx, cancel := context.WithTimeout(ctx, ControlTimeout)
 	defer cancel()
 	a.mu.Lock()
@@ -123,7 +139,7 @@ func (a *Agent) call(ctx context.Context, req any) (AgentFrame, error) {
 	if conn == nil {
 		var err error
 		if conn, err = a.controlConn(ctx); err != nil {
-			return AgentFrame{}, err
+			return Frame{}, err
 		}
 	}
 	stop := conn.bound(ctx)
@@ -145,8 +161,8 @@ func (a *Agent) call(ctx context.Context, req any) (AgentFrame, error) {
 // controlConn dials a connection for short RPCs (a.mu held), within
 // ctx. The first one asks info, and keeps that connection if proto >= 2;
 // an older silkd closes it after info, so the RPC dials again.
-func (a *Agent) controlConn(ctx context.Context) (*AgentConn, error) {
-	conn, err := a.c.DialAgent(ctx, a.id, a.token)
+func (a *Agent) controlConn(ctx context.Context) (*Conn, error) {
+	conn, err := a.c.Dial(ctx, a.id, a.token)
 	if err != nil || a.proto != 0 {
 		return conn, err
 	}
@@ -162,19 +178,19 @@ func (a *Agent) controlConn(ctx context.Context) (*AgentConn, error) {
 		return conn, nil
 	}
 	_ = conn.Close()
-	return a.c.DialAgent(ctx, a.id, a.token)
+	return a.c.Dial(ctx, a.id, a.token)
 }
 
 // roundTrip sends req and reads up to its terminal frame; the caller has
 // bounded conn.
-func roundTrip(ctx context.Context, conn *AgentConn, req any) (AgentFrame, error) {
+func roundTrip(ctx context.Context, conn *Conn, req any) (Frame, error) {
 	if err := conn.Send(req); err != nil {
-		return AgentFrame{}, err
+		return Frame{}, err
 	}
 	for {
 		f, err := conn.Recv(ctx)
 		if err != nil {
-			return AgentFrame{}, err
+			return Frame{}, err
 		}
 		if end, ferr := f.terminal(); end {
 			return f, ferr
@@ -196,12 +212,12 @@ func (a *Agent) Resize(ctx context.Context, pid, cols, rows int) error {
 }
 
 // Ps lists silkd's process table.
-func (a *Agent) Ps(ctx context.Context) ([]AgentProc, error) {
+func (a *Agent) Ps(ctx context.Context) ([]Proc, error) {
 	f, err := a.call(ctx, op("ps"))
 	if err != nil {
 		return nil, err
 	}
-	var procs []AgentProc
+	var procs []Proc
 	if f.Type != "procs" || len(f.Procs) == 0 {
 		return nil, fmt.Errorf("silkd ps: answered %q", f.Type)
 	}
