@@ -62,8 +62,8 @@ func documentedMove(t *testing.T, hostRoot string) string {
 
 // layOutAsSystemd moves the state directory src to where the unit keeps
 // it: hostRoot/var/lib/private/vk-sandbox, owned by its dynamic user,
-// 0700 and 0600, with hostRoot/var/lib/vk-sandbox linked to it. A node.key
-// stands for any other file the directory holds.
+// 0700 and 0600, with hostRoot/var/lib/vk-sandbox linked to it. The
+// node.key the first run made there must move with the state file.
 func layOutAsSystemd(t *testing.T, src, hostRoot string) {
 	t.Helper()
 	private := filepath.Join(hostRoot, "var/lib/private")
@@ -74,8 +74,8 @@ func layOutAsSystemd(t *testing.T, src, hostRoot string) {
 	if err := os.Rename(src, dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "node.key"), []byte("a secret of the node\n"), 0o600); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(dir, "node.key")); err != nil {
+		t.Fatalf("the unit's state directory has no node key to move: %v", err)
 	}
 	if err := os.Symlink("private/vk-sandbox", filepath.Join(hostRoot, "var/lib/vk-sandbox")); err != nil {
 		t.Fatal(err)
