@@ -152,37 +152,29 @@ func TestSandboxdTaintLeavesOtherTaints(t *testing.T) {
 // Only a change of verdict reaches virtual-kubelet: a steady node is not
 // rewritten on every check, and a transition keeps nothing stale.
 func TestNodeStatusPushesOnlyOnChange(t *testing.T) {
-	node := newNodeSpec("n")
-	cs := fake.NewClientset(node.DeepCopy())
 	probe := &switchProbe{}
-	var logs bytes.Buffer
-	s := newNodeStatus(cs.CoreV1().Nodes(), node, NodeHealthOptions{Sandboxd: probe, Log: slog.New(slog.NewTextHandler(&logs, nil))})
-	var pushed []*corev1.Node
-	s.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { pushed = append(pushed, n) })
-	if err := s.first(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s, pushes, logs := watchedNodeStatus(t, probe)
 	step := func() { s.tick(t.Context()) }
 	step()
 	step()
-	if len(pushed) != 1 {
-		t.Fatalf("%d pushes for one verdict, want 1", len(pushed))
+	if len((*pushes)) != 1 {
+		t.Fatalf("%d pushes for one verdict, want 1", len((*pushes)))
 	}
 	probe.fail.Store(true)
 	step()
 	step()
-	if len(pushed) != 2 {
-		t.Fatalf("%d pushes after one change, want 2", len(pushed))
+	if len((*pushes)) != 2 {
+		t.Fatalf("%d pushes after one change, want 2", len((*pushes)))
 	}
-	c := condition(pushed[1], ConditionSandboxdReady)
+	c := condition((*pushes)[1], ConditionSandboxdReady)
 	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonSandboxdUnreachable {
 		t.Errorf("SandboxdReady after the outage = %+v", c)
 	}
-	if r := condition(pushed[1], corev1.NodeReady); r == nil || r.Status != corev1.ConditionTrue {
+	if r := condition((*pushes)[1], corev1.NodeReady); r == nil || r.Status != corev1.ConditionTrue {
 		t.Errorf("Ready after the outage = %+v: the node must stay Ready", r)
 	}
 	for _, typ := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeNetworkUnavailable} {
-		if p := condition(pushed[1], typ); p == nil || p.Status == "" || p.Reason == "" {
+		if p := condition((*pushes)[1], typ); p == nil || p.Status == "" || p.Reason == "" {
 			t.Errorf("%s = %+v: want a status and a reason", typ, p)
 		}
 	}
@@ -250,26 +242,18 @@ func (p *countingProbe) Info(context.Context) (pool.Info, error) {
 // SandboxdReady condition, message included: no status write reaches
 // virtual-kubelet, and no "sandboxd health changed" is logged.
 func TestHealthyNodeWithAChangingClaimCountWritesNoNewCondition(t *testing.T) {
-	node := newNodeSpec("n")
-	cs := fake.NewClientset(node.DeepCopy())
 	probe := &countingProbe{}
-	var logs bytes.Buffer
-	s := newNodeStatus(cs.CoreV1().Nodes(), node, NodeHealthOptions{Sandboxd: probe, Log: slog.New(slog.NewTextHandler(&logs, nil))})
-	var pushed []*corev1.Node
-	s.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { pushed = append(pushed, n) })
-	if err := s.first(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	first := *condition(pushed[0], ConditionSandboxdReady)
+	s, pushes, logs := watchedNodeStatus(t, probe)
+	first := *condition((*pushes)[0], ConditionSandboxdReady)
 	for range 3 {
 		s.tick(t.Context())
 	}
 	if probe.claimed.Load() < 4 {
 		t.Fatalf("the probe was asked %d times, want 4", probe.claimed.Load())
 	}
-	if len(pushed) != 1 {
+	if len((*pushes)) != 1 {
 		t.Errorf("%d status pushes while healthy with a changing claim count, want 1 (the first); the last SandboxdReady: %+v",
-			len(pushed), condition(pushed[len(pushed)-1], ConditionSandboxdReady))
+			len((*pushes)), condition((*pushes)[len((*pushes))-1], ConditionSandboxdReady))
 	}
 	s.mu.Lock()
 	now := *condition(s.node, ConditionSandboxdReady)
@@ -280,4 +264,21 @@ func TestHealthyNodeWithAChangingClaimCountWritesNoNewCondition(t *testing.T) {
 	if strings.Contains(logs.String(), "sandboxd health changed") {
 		t.Errorf("a health change was logged while healthy:\n%s", logs.String())
 	}
+}
+
+// watchedNodeStatus is a node's status over a fake apiserver, its first
+// check done: pushed collects what reaches virtual-kubelet, logs what is
+// logged.
+func watchedNodeStatus(t *testing.T, probe SandboxdProbe) (s *nodeStatus, pushed *[]*corev1.Node, logs *bytes.Buffer) {
+	t.Helper()
+	node := newNodeSpec("n")
+	cs := fake.NewClientset(node.DeepCopy())
+	logs = new(bytes.Buffer)
+	s = newNodeStatus(cs.CoreV1().Nodes(), node, NodeHealthOptions{Sandboxd: probe, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	pushed = new([]*corev1.Node)
+	s.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { *pushed = append(*pushed, n) })
+	if err := s.first(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s, pushed, logs
 }
