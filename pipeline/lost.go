@@ -94,9 +94,10 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 // fits reports whether a VM made for the key can serve intent it: the same
 // pool (an axis the Pod left empty takes whatever the node defaulted it to)
 // and, where the server kept the labels, the same controller owner
-// generation. A server without metadata keeps no owner mark; a VM that no
-// row holds was never delivered to anyone, so no owner's data is on it, and
-// any owner generation of the key may take it.
+// generation. A server without metadata keeps no owner mark; the VM's
+// claim_ref still names the Pod generation it was made for, and only that
+// generation's lookup finds it (Identity.Selector), so no other owner's
+// Pod takes it.
 func fits(row pool.Sandbox, it Intent) bool {
 	axis := func(want, got string) bool { return want == "" || want == got }
 	owner, known := ownerGeneration(row)

@@ -95,7 +95,7 @@ func missing(f pool.Features) []lack {
 	var out []lack
 	if !f.Metadata {
 		out = append(out, lack{"metadata", "claim metadata is dropped (sandboxd before V3)",
-			"this node's VMs are told apart by their claim_ref alone, and a lost answer's VM may go to any owner generation of its Pod key (it was never delivered)"})
+			"this node's VMs are told apart by their marked claim_ref alone, which names the Pod generation a VM was made for; no owner label is kept on them"})
 	}
 	if !f.ClaimRefFilter {
 		out = append(out, lack{"claim_ref_filter", "?claim_ref= is ignored (sandboxd before V2)",

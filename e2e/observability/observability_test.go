@@ -283,7 +283,8 @@ func checkServerSpan(t *testing.T, tr tree, c *claimCase, client kubetest.Span, 
 		t.Errorf("%s: sandboxd fault %q, want %q", c.name, got, fault)
 	}
 	// A faulted answer never reached the handler that reads the body.
-	if ref := srv.Str("sandboxd.claim_ref"); fault == "" && !strings.HasSuffix(ref, "/"+c.pod.Namespace+"/"+c.name) {
+	// The claim_ref names the Pod key and generation, then the node's mark.
+	if ref := srv.Str("sandboxd.claim_ref"); fault == "" && !strings.Contains(ref, "/"+c.pod.Namespace+"/"+c.name+"/"+string(c.pod.UID)+"/") {
 		t.Errorf("%s: sandboxd saw claim_ref %q", c.name, ref)
 	}
 	if status >= 500 && srv.StatusCode != 2 {
