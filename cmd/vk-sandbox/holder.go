@@ -95,7 +95,9 @@ func validInstanceID(id string) bool {
 }
 
 // writeFileSynced writes path whole through a temporary file, renamed into
-// place once synced.
+// place once synced, and fsyncs the directory: a rename whose directory was
+// not synced can be undone by a power cut, and a host that lost its id is
+// a new holder, refused until its own old lease runs out.
 func writeFileSynced(path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -114,6 +116,20 @@ func writeFileSynced(path string, b []byte) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir fsyncs a directory, so that the entries made in it last.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
