@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -164,7 +163,9 @@ func (k *kubectlNode) execWithin(ctx context.Context, t *testing.T, via execVia,
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out, errb bytes.Buffer
+	// Safe for concurrent use: StreamWithContext returns when ctx ends
+	// without waiting for its copying goroutines, which may still write.
+	var out, errb testkit.Buffer
 	opts := remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Tty: tty}
 	if !tty {
 		opts.Stderr = &errb
