@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
 // nodeNameSuffix is what the host name is given to make the default node
@@ -118,18 +119,5 @@ func writeFileSynced(path string, b []byte) error {
 		_ = os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir fsyncs a directory, so that the entries made in it last.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return store.FsyncDir(filepath.Dir(path))
 }

@@ -29,6 +29,10 @@ func fsyncDir(dir string) error {
 	return err
 }
 
+// FsyncDir is fsyncDir for the files other packages keep beside the state
+// file (the holder id): one way to make a directory's entries durable.
+func FsyncDir(dir string) error { return fsyncDir(dir) }
+
 // syncFile is fsyncFile with the store's policy: skipped under
 // UnsafeNoFsync, a failpoint for tests, and a warning above SlowFsync.
 //
