@@ -93,6 +93,9 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 	if b.o.perf != "" {
 		stopPerf = startPerf(b.o.perf, fmt.Sprintf("%d-%s", n, mode), node)
 	}
+	if b.o.allocs != "" && node != nil {
+		node.saveAllocs(b.o.allocs, fmt.Sprintf("%d-%s-allocs-before", n, mode))
+	}
 	req0 := apiRequests(ctx, b.cs)
 	cpu0 := cpuSnapshot()
 	t0 := time.Now()
@@ -120,6 +123,9 @@ func (b *bench) run(ctx context.Context, n int, mode string) (runResult, []podRe
 	r.APIRequests = requestDelta(req0, apiRequests(ctx, b.cs))
 	if stopPerf != nil {
 		stopPerf()
+	}
+	if b.o.allocs != "" && node != nil {
+		node.saveAllocs(b.o.allocs, fmt.Sprintf("%d-%s-allocs-after", n, mode))
 	}
 	<-created
 	cancel()

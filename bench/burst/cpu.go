@@ -32,13 +32,18 @@ func childPID(comm string) int {
 	return 0
 }
 
-// startPerf records call graphs of kube-apiserver and (if node is set)
-// vk-sandbox into dir/<tag>-<name>.perf.data until the returned func runs.
+// startPerf records call graphs of kube-apiserver, of vk-sandbox (if node
+// runs one) and of the minimal node (if one runs) into
+// dir/<tag>-<name>.perf.data until the returned func runs, so a provider
+// mode and the claiming floor are profiled the same way in one invocation.
 func startPerf(dir, tag string, node *vkNode) func() {
 	_ = os.MkdirAll(dir, 0o755)
 	pids := map[string]int{"kube-apiserver": childPID("kube-apiserver")}
 	if node != nil && node.vk != nil {
 		pids["vk-sandbox"] = node.vk.Pid()
+	}
+	if pid := childPID("nullnode"); pid != 0 {
+		pids["nullnode"] = pid
 	}
 	var cmds []*exec.Cmd
 	for name, pid := range pids {

@@ -62,6 +62,7 @@ type options struct {
 	warmup       int
 	metrics      bool
 	perf         string
+	allocs       string
 	settle       time.Duration
 	vkArgs       []string
 	vkEnv        []string
@@ -86,7 +87,8 @@ func parseOptions() (*options, error) {
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "cap of one run; a run that hits it reports partial completion")
 	flag.IntVar(&o.warmup, "warmup", 50, "Pods of an unrecorded bare run first, to warm the apiserver (0: none)")
 	flag.BoolVar(&o.metrics, "metrics", false, "expose vk-sandbox /metrics on a loopback port, sample its queue depth during each run and save the final scrape beside -out")
-	flag.StringVar(&o.perf, "perf", "", "directory: record perf call graphs (perf record -g) of vk-sandbox and kube-apiserver during each burst there (needs perf, root)")
+	flag.StringVar(&o.allocs, "allocs", "", "directory: save vk-sandbox's allocation profile (/debug/pprof/allocs) before and after each burst there, <N>-<mode>-allocs-{before,after}.pb.gz (implies -metrics; compare with go tool pprof -sample_index=alloc_space -base BEFORE AFTER)")
+	flag.StringVar(&o.perf, "perf", "", "directory: record perf call graphs (perf record -g) of vk-sandbox, the minimal node and kube-apiserver during each burst there (needs perf, root)")
 	flag.DurationVar(&o.settle, "settle", 0, "after each provider burst, wait this long before stopping vk-sandbox and count the Events again (are they late or lost?)")
 	flag.StringVar(&o.sandboxdAPI, "sandboxd-api", "", "the emulator's sandboxd API version, V1..V5 (empty: the newest); the run then reports lost answers, full listings, VMs held and leaked")
 	flag.Float64Var(&o.loseAnswers, "lose-answers", 0, "fraction of claims whose answer the emulator loses after making the VM (0..1)")
@@ -121,6 +123,10 @@ func parseOptions() (*options, error) {
 		o.modes = append(o.modes, m)
 	}
 	o.vkArgs = strings.Fields(vkArgs)
+	if o.allocs != "" {
+		o.metrics = true
+		o.vkArgs = append(o.vkArgs, "--profiling")
+	}
 	o.vkEnv = strings.Fields(vkEnv)
 	return o, nil
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,4 +160,31 @@ func (v *vkNode) scrape() (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// saveAllocs saves vk-sandbox's allocation profile as dir/tag.pb.gz; a
+// node without a profiling endpoint (the minimal nodes) saves nothing.
+func (v *vkNode) saveAllocs(dir, tag string) {
+	if v.metrics == "" {
+		return
+	}
+	resp, err := http.Get("http://" + v.metrics + "/debug/pprof/allocs")
+	if err != nil {
+		logf("allocs %s: %v", tag, err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s", resp.Status)
+	}
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, tag+".pb.gz"), b, 0o644)
+	}
+	if err != nil {
+		logf("allocs %s: %v", tag, err)
+	}
 }
