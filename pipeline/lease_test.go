@@ -146,7 +146,9 @@ func TestOrphanScanOnlyReports(t *testing.T) {
 // past the grant. Meanwhile the claim is renewed, so the node does not reap
 // a VM whose Pod asked for longer.
 func TestALeaseIsRenewedBeforeItsPodIsSeenAgain(t *testing.T) {
-	env := newSim(t, sim.Config{MaxTTL: time.Hour})
+	// The seeded claim asks an hour; the node grants up to two, so the
+	// renewal's deadline is later however little wall time has passed.
+	env := newSim(t, sim.Config{MaxTTL: 2 * time.Hour})
 	var clk *loopClock
 	_, st, _, vm := seedRow(t, env, "ns/restored", store.Claim{PodUID: "uid-r"}, func(c *pipeline.Config) {
 		clk = driveLoops(c, pipeline.LoopLeaseWatch)
