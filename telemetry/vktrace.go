@@ -35,9 +35,14 @@ func newVKTracer() vkTracer { return vkTracer{tracer: otel.Tracer(vkTracerName)}
 func (t vkTracer) StartSpan(ctx context.Context, name string) (context.Context, vktrace.Span) {
 	ctx, s := t.tracer.Start(ctx, name)
 	sp := &vkSpan{s: s, l: vklog.G(ctx).WithField("method", name)}
-	return vklog.WithLogger(ctx, sp.logger()), sp
+	return vklog.WithLogger(ctx, spanLogger{sp}), sp
 }
 
+// vkSpan is one virtual-kubelet span. The context StartSpan returns holds
+// a spanLogger that reads the span's fields when a line is logged, so
+// adding a field changes no context: virtual-kubelet adds several to each
+// queue item's spans, and a context (and a logger) per field was most of
+// what a span cost it.
 type vkSpan struct {
 	s  trace.Span
 	mu sync.Mutex
@@ -60,25 +65,33 @@ func (s *vkSpan) SetStatus(err error) {
 func (s *vkSpan) WithField(ctx context.Context, key string, val any) context.Context {
 	s.mu.Lock()
 	s.l = s.l.WithField(key, val)
-	l := s.logger()
 	s.mu.Unlock()
 	if s.s.IsRecording() {
 		s.s.SetAttributes(vkAttribute(key, val))
 	}
-	return vklog.WithLogger(ctx, l)
+	return s.carried(ctx)
 }
 
 func (s *vkSpan) WithFields(ctx context.Context, f vklog.Fields) context.Context {
 	s.mu.Lock()
 	s.l = s.l.WithFields(f)
-	l := s.logger()
 	s.mu.Unlock()
 	if s.s.IsRecording() {
 		for k, v := range f {
 			s.s.SetAttributes(vkAttribute(k, v))
 		}
 	}
-	return vklog.WithLogger(ctx, l)
+	return s.carried(ctx)
+}
+
+// carried is ctx with a logger that carries this span's fields: ctx itself
+// when its logger is already this span's (the usual case: the context
+// StartSpan returned, or one derived from it), else ctx with one added.
+func (s *vkSpan) carried(ctx context.Context) context.Context {
+	if l, ok := vklog.G(ctx).(spanLogger); ok && l.sp == s {
+		return ctx
+	}
+	return vklog.WithLogger(ctx, spanLogger{s})
 }
 
 func (s *vkSpan) Logger() vklog.Logger {
@@ -95,6 +108,25 @@ func (s *vkSpan) logger() vklog.Logger {
 	}
 	return s.l
 }
+
+// spanLogger is the logger in a span's context: each line, and each
+// logger derived from it, takes the span's fields as they are at that
+// moment.
+type spanLogger struct{ sp *vkSpan }
+
+func (l spanLogger) Debug(a ...any)                         { l.sp.Logger().Debug(a...) }
+func (l spanLogger) Debugf(f string, a ...any)              { l.sp.Logger().Debugf(f, a...) }
+func (l spanLogger) Info(a ...any)                          { l.sp.Logger().Info(a...) }
+func (l spanLogger) Infof(f string, a ...any)               { l.sp.Logger().Infof(f, a...) }
+func (l spanLogger) Warn(a ...any)                          { l.sp.Logger().Warn(a...) }
+func (l spanLogger) Warnf(f string, a ...any)               { l.sp.Logger().Warnf(f, a...) }
+func (l spanLogger) Error(a ...any)                         { l.sp.Logger().Error(a...) }
+func (l spanLogger) Errorf(f string, a ...any)              { l.sp.Logger().Errorf(f, a...) }
+func (l spanLogger) Fatal(a ...any)                         { l.sp.Logger().Fatal(a...) }
+func (l spanLogger) Fatalf(f string, a ...any)              { l.sp.Logger().Fatalf(f, a...) }
+func (l spanLogger) WithField(k string, v any) vklog.Logger { return l.sp.Logger().WithField(k, v) }
+func (l spanLogger) WithFields(f vklog.Fields) vklog.Logger { return l.sp.Logger().WithFields(f) }
+func (l spanLogger) WithError(err error) vklog.Logger       { return l.sp.Logger().WithError(err) }
 
 // eventLogger logs, and adds each line to its recorded span as an event.
 type eventLogger struct {
