@@ -193,9 +193,10 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	m.RegisterWorkers(8, 32)
 	m.RegisterQueueDepth(func() []int { return []int{1, 0} })
 	m.RegisterClaims(func() (int, int, int) { return 3, 1, 0 })
-	m.VKQueueAdd("syncPodsFromKubernetes", false)
-	m.VKQueueAdd("syncPodsFromKubernetes", true)
-	m.VKQueueDone("syncPodsFromKubernetes", time.Millisecond)
+	q := m.VKQueue("syncPodsFromKubernetes")
+	q.Add(false)
+	q.Add(true)
+	q.Done(time.Millisecond)
 	m.RegisterVKQueues(func() []QueueStat {
 		return []QueueStat{{Name: "syncPodsFromKubernetes", Items: 1, Oldest: time.Second}}
 	})

@@ -83,27 +83,42 @@ func (k *kubeInstruments) observe(o metric.Observer) {
 	}
 }
 
-// VKQueueAdd counts an item added to virtual-kubelet's queue, or put back
-// for a retry. queue is one of virtual-kubelet's fixed queue names.
-func (m *Metrics) VKQueueAdd(queue string, retry bool) {
-	if m == nil {
-		return
-	}
-	a := metric.WithAttributes(attribute.String("queue", queue))
-	if retry {
-		m.kube.vkRetries.Add(context.Background(), 1, a)
-		return
-	}
-	m.kube.vkAdds.Add(context.Background(), 1, a)
+// VKQueueMeter meters one of virtual-kubelet's queues. Its attribute set
+// is built once, by Metrics.VKQueue: an item passes through Add and Done on
+// every Pod's create and status write, and building the set per call was
+// most of what metering them cost.
+type VKQueueMeter struct {
+	m     *Metrics
+	attrs metric.MeasurementOption
 }
 
-// VKQueueDone records an item of virtual-kubelet's queue finished, d after
-// it was added.
-func (m *Metrics) VKQueueDone(queue string, d time.Duration) {
+// VKQueue returns the meter of virtual-kubelet's queue named queue, one of
+// its fixed queue names. A nil Metrics gives a meter that records nothing.
+func (m *Metrics) VKQueue(queue string) VKQueueMeter {
 	if m == nil {
+		return VKQueueMeter{}
+	}
+	return VKQueueMeter{m: m, attrs: metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", queue)))}
+}
+
+// Add counts an item added to the queue, or put back for a retry.
+func (q VKQueueMeter) Add(retry bool) {
+	if q.m == nil {
 		return
 	}
-	m.kube.vkItemDuration.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("queue", queue)))
+	if retry {
+		q.m.kube.vkRetries.Add(context.Background(), 1, q.attrs)
+		return
+	}
+	q.m.kube.vkAdds.Add(context.Background(), 1, q.attrs)
+}
+
+// Done records an item of the queue finished, d after it was added.
+func (q VKQueueMeter) Done(d time.Duration) {
+	if q.m == nil {
+		return
+	}
+	q.m.kube.vkItemDuration.Record(context.Background(), d.Seconds(), q.attrs)
 }
 
 // RegisterVKQueues sets the function read at scrape time for

@@ -45,8 +45,9 @@ func BenchmarkVirtualKubeletQueueMetrics(b *testing.B) {
 	isolateEnv(b)
 	m := setup(b, Config{}).Metrics
 	b.ReportAllocs()
+	q := m.VKQueue("pod-status")
 	for b.Loop() {
-		m.VKQueueAdd("pod-status", false)
-		m.VKQueueDone("pod-status", time.Millisecond)
+		q.Add(false)
+		q.Done(time.Millisecond)
 	}
 }

@@ -37,8 +37,8 @@ const (
 // limiter, so that queue shows its retries only.
 type meteredLimiter struct {
 	workqueue.TypedRateLimiter[any]
-	name string
-	m    *telemetry.Metrics
+	name  string
+	meter telemetry.VKQueueMeter
 
 	mu    sync.Mutex
 	added map[any]time.Time // item → when it was first added, until Forget
@@ -49,7 +49,7 @@ func newMeteredLimiter(name string, m *telemetry.Metrics, retryMax time.Duration
 		// Failures back off per item from 5ms to retryMax; there is no
 		// global token bucket (ReplaceRateLimiters says why).
 		TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, retryMax),
-		name:             name, m: m, added: map[any]time.Time{},
+		name:             name, meter: m.VKQueue(name), added: map[any]time.Time{},
 	}
 }
 
@@ -60,7 +60,7 @@ func (l *meteredLimiter) When(item any) time.Duration {
 		l.added[item] = time.Now()
 	}
 	l.mu.Unlock()
-	l.m.VKQueueAdd(l.name, retry)
+	l.meter.Add(retry)
 	return l.TypedRateLimiter.When(item)
 }
 
@@ -70,7 +70,7 @@ func (l *meteredLimiter) Forget(item any) {
 	delete(l.added, item)
 	l.mu.Unlock()
 	if ok {
-		l.m.VKQueueDone(l.name, time.Since(at))
+		l.meter.Done(time.Since(at))
 	}
 	l.TypedRateLimiter.Forget(item)
 }
