@@ -87,7 +87,7 @@ func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactor
 	// Never started (see controllers).
 	unused := informers.NewSharedInformerFactory(c.client, 0).Core().V1()
 	pcCfg := node.PodControllerConfig{
-		PodClient:                 vkcompat.UndecodedStatusPods{Client: c.client.CoreV1()},
+		PodClient:                 vkcompat.NewUndecodedStatusPods(c.client.CoreV1()),
 		EventRecorder:             c.recorder,
 		Provider:                  c.provider,
 		PodInformer:               vkcompat.EchoFilteredPods(pods.Core().V1().Pods(), writtenBack),

@@ -6,7 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/metrics"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 )
@@ -65,7 +71,7 @@ func coreClientFor(tb testing.TB, srv *httptest.Server, contentType string) core
 }
 
 func statusWriterFor(t *testing.T, srv *httptest.Server) UndecodedStatusPods {
-	return UndecodedStatusPods{coreClientFor(t, srv, runtime.ContentTypeJSON)}
+	return NewUndecodedStatusPods(coreClientFor(t, srv, runtime.ContentTypeJSON))
 }
 
 func TestStatusWriteSendsThePodAndReturnsItUndecoded(t *testing.T) {
@@ -125,7 +131,7 @@ func BenchmarkStatusWrite(b *testing.B) {
 	}))
 	b.Cleanup(srv.Close)
 	core := coreClientFor(b, srv, runtime.ContentTypeProtobuf)
-	for name, pods := range map[string]corev1client.PodsGetter{"typed": core, "undecoded": UndecodedStatusPods{core}} {
+	for name, pods := range map[string]corev1client.PodsGetter{"typed": core, "undecoded": NewUndecodedStatusPods(core)} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -134,5 +140,52 @@ func BenchmarkStatusWrite(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// clientMetrics records what client-go's request hooks are told.
+type clientMetrics struct {
+	mu        sync.Mutex
+	latencies []string // verb host
+	results   []string // code method host
+}
+
+func (m *clientMetrics) Observe(_ context.Context, verb string, u url.URL, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.latencies = append(m.latencies, verb+" "+u.Host)
+}
+
+func (m *clientMetrics) Increment(_ context.Context, code, method, host string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.results = append(m.results, code+" "+method+" "+host)
+}
+
+// A status write that skips the answer still counts in client-go's
+// request metrics as the typed client's would: one latency by verb and
+// host, and one result by code, whether the write succeeds or fails.
+func TestStatusWriteIsCountedInTheClientsRequestMetrics(t *testing.T) {
+	rec := &clientMetrics{}
+	prevLatency, prevResult := metrics.RequestLatency, metrics.RequestResult
+	metrics.RequestLatency, metrics.RequestResult = rec, rec
+	t.Cleanup(func() { metrics.RequestLatency, metrics.RequestResult = prevLatency, prevResult })
+
+	ok, _ := statusServer(t, http.StatusOK, "")
+	gone, _ := statusServer(t, http.StatusNotFound, metav1.StatusReasonNotFound)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	if _, err := statusWriterFor(t, ok).Pods("ns").UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := statusWriterFor(t, gone).Pods("ns").UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("err = %v, want NotFound", err)
+	}
+	okHost, goneHost := strings.TrimPrefix(ok.URL, "http://"), strings.TrimPrefix(gone.URL, "http://")
+	wantLatency := []string{"PUT " + okHost, "PUT " + goneHost}
+	wantResults := []string{"200 PUT " + okHost, "404 PUT " + goneHost}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !slices.Equal(rec.latencies, wantLatency) || !slices.Equal(rec.results, wantResults) {
+		t.Errorf("client metrics: latencies %q, results %q; want %q and %q", rec.latencies, rec.results, wantLatency, wantResults)
 	}
 }
