@@ -278,3 +278,19 @@ func onOff(on bool) string {
 	}
 	return "off"
 }
+
+// BenchmarkRange is one pass over a table of 5,000 rows, as the lease
+// pass makes each second.
+func BenchmarkRange(b *testing.B) {
+	s := mustOpen(b, statePath(b), Options{UnsafeNoFsync: true})
+	defer s.Close()
+	preload(b, s, benchKeys(5000))
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		s.Range(func(string, Claim) bool { n++; return true })
+		if n != 5000 {
+			b.Fatalf("ranged over %d rows, want 5000", n)
+		}
+	}
+}

@@ -303,24 +303,36 @@ func (s *Store) Holder(id string) (key string, ok bool) {
 
 // Range calls fn for every durable row until fn returns false. It iterates
 // a snapshot taken at the call (one O(n) copy), so fn may call Put and
-// Delete; it does not see their effects.
+// Delete; it does not see their effects. The snapshot's slice is reused
+// across calls (rangeSnapshots): the lease pass ranges over the whole
+// table every second, and a new one each time was most of what that pass
+// allocated during a burst.
 func (s *Store) Range(fn func(key string, c Claim) bool) {
-	type kv struct {
-		key   string
-		claim Claim
-	}
+	snap := rangeSnapshots.Get().(*[]rangeRow)
+	defer func() {
+		clear(*snap) // the pool keeps no claim (tokens) alive
+		*snap = (*snap)[:0]
+		rangeSnapshots.Put(snap)
+	}()
 	s.mu.RLock()
-	snap := make([]kv, 0, len(s.rows))
 	for k, r := range s.rows {
-		snap = append(snap, kv{k, r.claim})
+		*snap = append(*snap, rangeRow{k, r.claim})
 	}
 	s.mu.RUnlock()
-	for _, e := range snap {
+	for _, e := range *snap {
 		if !fn(e.key, e.claim) {
 			return
 		}
 	}
 }
+
+type rangeRow struct {
+	key   string
+	claim Claim
+}
+
+// rangeSnapshots holds Range's snapshot slices for reuse.
+var rangeSnapshots = sync.Pool{New: func() any { return new([]rangeRow) }}
 
 // Version counts the changes to the durable table: it grows, under the
 // same lock, with every group commit that changes a row, so a caller that
