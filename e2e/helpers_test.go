@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -23,6 +22,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -50,7 +50,7 @@ type vkNode struct {
 	t     *testing.T
 	Name  string
 	Sim   *sim.Server
-	srv   *httptest.Server
+	srv   *simtest.Emulator
 	state string // the state file the test reads: vk's, or the --state-path a test gave
 	vk    *kubetest.VKSandbox
 }
@@ -76,18 +76,15 @@ func startNodeAs(t *testing.T, simCfg sim.Config, token string, environ []string
 	if simCfg.Pools == nil {
 		simCfg.Pools = map[pool.Key]int{{Template: "default"}: 16}
 	}
-	s, err := sim.New(simCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := launchNode(t, s, httptest.NewServer(s.Handler()), token, environ, extraArgs)
+	n := launchNode(t, simtest.Start(t, simCfg), token, environ, extraArgs)
 	n.waitReady()
 	return n
 }
 
-// launchNode starts vk-sandbox against the emulator s served by srv, with
-// its own state file and token file, and stops both at the end of the test.
-func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, token string, environ, extraArgs []string) *vkNode {
+// launchNode starts vk-sandbox against the emulator srv, with its own
+// state file and token file, and stops it at the end of the test, before
+// the emulator stops.
+func launchNode(t *testing.T, srv *simtest.Emulator, token string, environ, extraArgs []string) *vkNode {
 	t.Helper()
 	name := fmt.Sprintf("vk-e2e-%d-%d", os.Getpid(), nodeSeq.Add(1))
 	vk, err := kubetest.NewVKSandbox(kubetest.VKSandboxOptions{
@@ -98,15 +95,13 @@ func launchNode(t *testing.T, s *sim.Server, srv *httptest.Server, token string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &vkNode{t: t, Name: name, Sim: s, srv: srv, state: vk.StatePath, vk: vk}
+	n := &vkNode{t: t, Name: name, Sim: srv.Sim, srv: srv, state: vk.StatePath, vk: vk}
 	t.Cleanup(func() {
 		n.stop()
 		n.checkRaces()
 		if t.Failed() {
 			n.dumpLog()
 		}
-		srv.Close()
-		_ = s.Close()
 	})
 	n.start()
 	return n

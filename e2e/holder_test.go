@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 // secondProcess is another vk-sandbox for node (another host, or another
@@ -118,12 +118,7 @@ func TestAProcessRefusesANodeThatIsNotAVirtualKubeletNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	s, err := sim.New(sim.Config{RootToken: rootToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
+	srv := simtest.Start(t, sim.Config{RootToken: rootToken})
 	vk := secondProcess(t, name, srv.URL)
 	if err := vk.Wait(); err == nil {
 		t.Fatal("a process for a kubelet's Node exited 0")
@@ -175,14 +170,10 @@ func TestACleanShutdownLetsTheNextProcessTakeTheNodeAtOnce(t *testing.T) {
 // hold up a rollout, while the node carries the sandboxd-unavailable
 // taint and SandboxdReady False for the scheduler.
 func TestAHostWithSandboxdDownIsReadyAndItsNodeTainted(t *testing.T) {
-	s, err := sim.New(sim.Config{RootToken: rootToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	srv.Close() // sandboxd is down
+	srv := simtest.Start(t, sim.Config{RootToken: rootToken})
+	srv.Down() // sandboxd is down
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	n := launchNode(t, s, srv, rootToken, nil, []string{"--metrics-addr", metricsAddr, "--sandboxd-ping-interval", "200ms"})
+	n := launchNode(t, srv, rootToken, nil, []string{"--metrics-addr", metricsAddr, "--sandboxd-ping-interval", "200ms"})
 	n.waitReady()
 	node := waitNode(t, n.Name, "tainted sandboxd-unavailable=unreachable", func(node *corev1.Node) bool {
 		c := nodeCondition(node, kube.ConditionSandboxdReady)

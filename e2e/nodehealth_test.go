@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 // While sandboxd is down the node carries the sandboxd-unavailable taint,
@@ -27,19 +26,9 @@ import (
 // waiting Pod is bound and runs.
 func TestSandboxdOutageTaintsTheNodeAndTheSchedulerWaits(t *testing.T) {
 	env.StartSchedulerT(t)
-	s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: s.Handler()}}
-	srv.Start()
+	srv := simtest.Start(t, sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}})
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	n := launchNode(t, s, srv, rootToken, nil, []string{"--sandboxd-ping-interval", "200ms", "--metrics-addr", metricsAddr})
+	n := launchNode(t, srv, rootToken, nil, []string{"--sandboxd-ping-interval", "200ms", "--metrics-addr", metricsAddr})
 	n.waitReady()
 	ns := newNamespace(t)
 
@@ -50,8 +39,7 @@ func TestSandboxdOutageTaintsTheNodeAndTheSchedulerWaits(t *testing.T) {
 	}
 
 	// sandboxd's HTTP server stops.
-	srv.CloseClientConnections()
-	srv.Close()
+	srv.Down()
 	// The taint and the condition are two writes: wait for both.
 	node := waitNode(t, n.Name, "tainted sandboxd-unavailable=unreachable, SandboxdReady False", func(node *corev1.Node) bool {
 		c := nodeCondition(node, kube.ConditionSandboxdReady)
@@ -104,13 +92,7 @@ func TestSandboxdOutageTaintsTheNodeAndTheSchedulerWaits(t *testing.T) {
 	}
 
 	// sandboxd comes back on the same address.
-	l2, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv2 := &httptest.Server{Listener: l2, Config: &http.Server{Handler: s.Handler()}}
-	srv2.Start()
-	t.Cleanup(srv2.Close)
+	srv.Up(t)
 	waitNode(t, n.Name, "untainted", func(node *corev1.Node) bool { return sandboxdTaint(node) == "" })
 	if p := waitRunning(t, ns, "during"); p.Spec.NodeName != n.Name {
 		t.Fatalf("bound to %q, want %q", p.Spec.NodeName, n.Name)

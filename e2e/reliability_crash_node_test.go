@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 // R1 plumbing: a vk-sandbox node whose emulator sits behind a recorder,
@@ -116,15 +116,12 @@ func startR1Node(t *testing.T, simCfg sim.Config, onRelease func(id, claimRef st
 	}
 	t.Cleanup(func() { logf.Close() })
 	simCfg.Logger = slog.New(slog.NewJSONHandler(logf, nil))
-	s, err := sim.New(simCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &r1Recorder{sim: s, next: s.Handler(), onRelease: onRelease, conns: map[net.Conn]struct{}{}, logPath: logPath}
-	srv := httptest.NewUnstartedServer(rec)
-	srv.Config.ConnState = rec.connState
-	srv.Start()
-	n := launchNode(t, s, srv, rootToken, nil, extraArgs)
+	var rec *r1Recorder
+	srv := simtest.Start(t, simCfg, simtest.Front(func(s *sim.Server) http.Handler {
+		rec = &r1Recorder{sim: s, next: s.Handler(), onRelease: onRelease, conns: map[net.Conn]struct{}{}, logPath: logPath}
+		return rec
+	}), simtest.ConnState(func(c net.Conn, st http.ConnState) { rec.connState(c, st) }))
+	n := launchNode(t, srv, rootToken, nil, extraArgs)
 	return n, rec
 }
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -35,17 +35,9 @@ func newStaleRig(t *testing.T) *staleRig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { _ = s.Close() })
-	client, err := pool.NewClient(pool.ClientOptions{BaseURL: srv.URL, Token: rootToken})
-	if err != nil {
-		t.Fatal(err)
-	}
+	emu := simtest.Start(t, sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}})
+	s := emu.Sim
+	client := emu.Client(t, pool.ClientOptions{Token: rootToken})
 	st, err := store.Open(filepath.Join(t.TempDir(), "claims.json"), store.Options{})
 	if err != nil {
 		t.Fatal(err)

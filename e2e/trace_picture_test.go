@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 	"github.com/cocoonstack/vk-sandbox/telemetry/spansvg"
@@ -116,16 +116,9 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
+	emu := simtest.Start(t, sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}})
 	// Built after Setup: a pool.Client takes its tracer when it is built.
-	sbx, err := pool.NewClient(pool.ClientOptions{BaseURL: srv.URL, Token: rootToken, Observer: tel.Metrics.SandboxdObserver()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sbx := emu.Client(t, pool.ClientOptions{Token: rootToken, Observer: tel.Metrics.SandboxdObserver()})
 	st, err := store.Open(filepath.Join(t.TempDir(), "state", "claims.json"), store.Options{Observer: tel.Metrics.StoreObserver()})
 	if err != nil {
 		t.Fatal(err)
@@ -160,8 +153,6 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 			t.Errorf("daemon: %v", err)
 		}
 		_ = st.Close()
-		srv.Close()
-		_ = s.Close()
 		_ = tel.Shutdown(context.Background())
 		otel.SetTracerProvider(noop.NewTracerProvider())
 	})
@@ -178,7 +169,7 @@ func runTracedNode(t *testing.T) (*tracedNode, *tracetest.InMemoryExporter) {
 		}
 		return false, nil
 	})
-	return &tracedNode{Name: name, Sim: s}, spans
+	return &tracedNode{Name: name, Sim: emu.Sim}, spans
 }
 
 // claimTree returns the spans of the claim.transaction of ns/name that

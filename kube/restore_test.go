@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -116,16 +116,8 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 		{"owner-gone-releases", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := sim.New(sim.Config{RootToken: restoreRoot, Pools: map[pool.Key]int{{Template: "default"}: 2}, ColdLatency: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ts := httptest.NewServer(s.Handler())
-			sbx, err := pool.NewClient(pool.ClientOptions{BaseURL: ts.URL, Token: restoreRoot})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sbx.CloseIdleConnections(); ts.Close(); _ = s.Close() })
+			emu := simtest.Start(t, sim.Config{RootToken: restoreRoot, Pools: map[pool.Key]int{{Template: "default"}: 2}, ColdLatency: -1})
+			sbx := emu.Client(t, pool.ClientOptions{Token: restoreRoot})
 			dyn := fakeDyn(owner("", false))
 			auth := &Authorizer{Dynamic: dyn}
 			path := filepath.Join(t.TempDir(), "state", "claims.json")
@@ -179,7 +171,7 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 			if left, _ := second.prov.GetPods(context.Background()); len(left) != 0 {
 				t.Errorf("the provider still serves %d Pods after the delete", len(left))
 			}
-			live := s.Sandboxes()
+			live := emu.Sim.Sandboxes()
 			cv, held := second.eng.Lookup("ns/p")
 			if !tc.ownerGone {
 				if len(live) != 1 || live[0].ID != id {
@@ -189,7 +181,7 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 				if !held || cv.ID != id || row.Token != live[0].Token {
 					t.Fatalf("row for ns/p: held %v claim %q, want %s and its release credential kept for a replacement", held, cv.ID, id)
 				}
-				if r := s.Counters()["release"]; r != 0 {
+				if r := emu.Sim.Counters()["release"]; r != 0 {
 					t.Fatalf("%d release calls for a Pod whose owner lives", r)
 				}
 				if e, ok := second.eventWith(eventPreserved, ReasonOwnerAlive); !ok {
@@ -200,7 +192,7 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 			if len(live) != 0 {
 				t.Fatalf("live VMs %v after the owner-gone delete, want none", live)
 			}
-			if r := s.Counters()["release_ok"]; r != 1 {
+			if r := emu.Sim.Counters()["release_ok"]; r != 1 {
 				t.Fatalf("release_ok = %d, want 1", r)
 			}
 			if held {

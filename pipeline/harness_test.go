@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -43,8 +43,10 @@ var quiet = slog.New(slog.DiscardHandler)
 // ---- emulator ---------------------------------------------------------------
 
 // simEnv is a real emulator behind a real loopback HTTP server, with real
-// clients holding the root and the node token.
+// clients holding the root and the node token. emu can go down and come
+// back on the same address.
 type simEnv struct {
+	emu  *simtest.Emulator
 	sim  *sim.Server
 	url  string
 	root *pool.Client
@@ -73,26 +75,14 @@ func newSim(t testing.TB, cfg sim.Config) *simEnv {
 // served as is).
 func newSimBehind(t testing.TB, cfg sim.Config, wrap func(http.Handler) http.Handler) *simEnv {
 	t.Helper()
-	s, err := sim.New(simDefaults(cfg))
-	if err != nil {
-		t.Fatalf("sim.New: %v", err)
-	}
-	h := s.Handler()
+	var opts []simtest.Option
 	if wrap != nil {
-		h = wrap(h)
+		opts = append(opts, simtest.Front(func(s *sim.Server) http.Handler { return wrap(s.Handler()) }))
 	}
-	ts := httptest.NewServer(h)
-	env := &simEnv{sim: s, url: ts.URL}
+	emu := simtest.Start(t, simDefaults(cfg), opts...)
+	env := &simEnv{emu: emu, sim: emu.Sim, url: emu.URL}
 	env.root = env.client(t, rootToken)
 	env.node = env.client(t, nodeToken)
-	t.Cleanup(func() {
-		env.root.CloseIdleConnections()
-		env.node.CloseIdleConnections()
-		ts.Close()
-		if err := s.Close(); err != nil {
-			t.Errorf("sim.Close: %v", err)
-		}
-	})
 	return env
 }
 
@@ -101,11 +91,7 @@ var fastRetry = pool.RetryPolicy{MaxAttempts: 5, InitialInterval: 2 * time.Milli
 
 func (e *simEnv) client(t testing.TB, token string) *pool.Client {
 	t.Helper()
-	c, err := pool.NewClient(pool.ClientOptions{BaseURL: e.url, Token: token, Retry: fastRetry})
-	if err != nil {
-		t.Fatalf("pool.NewClient: %v", err)
-	}
-	return c
+	return e.emu.Client(t, pool.ClientOptions{Token: token, Retry: fastRetry})
 }
 
 func (e *simEnv) count(name string) int64 { return e.sim.Counters()[name] }

@@ -15,7 +15,7 @@ const r3Attempts = 4
 // r3Rig is one engine, with a counting sandboxd client, over an emulator
 // that can also be taken down and brought back.
 type r3Rig struct {
-	env *downableSim
+	env *simEnv
 	cs  *countingSandboxd
 	rep *reporter
 	eng *pipeline.Engine
@@ -32,7 +32,7 @@ func newR3Rig(t *testing.T, mod ...func(*pipeline.Config)) *r3Rig {
 // before the engine's startup listing runs; start starts the engine.
 func newR3Env(t *testing.T) *r3Rig {
 	t.Helper()
-	env := newDownableSim(t, sim.Config{})
+	env := newSim(t, sim.Config{})
 	return &r3Rig{env: env, cs: &countingSandboxd{Sandboxd: env.root}, rep: newReporter()}
 }
 
@@ -74,7 +74,7 @@ func (r *r3Rig) noBlindClaims(t *testing.T) {
 // inject applies a fault mode; "down" closes the emulator's listener.
 func (r *r3Rig) inject(f sim.Fault) {
 	if f.Mode == "down" {
-		r.env.down()
+		r.env.emu.Down()
 		return
 	}
 	r.env.sim.InjectFault(f)
@@ -82,7 +82,7 @@ func (r *r3Rig) inject(f sim.Fault) {
 
 func (r *r3Rig) clear(t *testing.T, mode string) {
 	if mode == "down" {
-		r.env.up(t)
+		r.env.emu.Up(t)
 		return
 	}
 	r.env.sim.ClearFaults()

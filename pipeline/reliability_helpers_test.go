@@ -3,8 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"errors"
-	"net"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -129,81 +127,6 @@ func (c *countingSandboxd) times() []time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]time.Time(nil), c.claimTimes...)
-}
-
-// downableSim is the emulator behind a real listener that can be closed
-// ("sandboxd down": connections are refused) and reopened on the same
-// address ("sandboxd back"), unlike httptest.Server.
-type downableSim struct {
-	sim  *sim.Server
-	addr string
-	root *pool.Client
-
-	mu   sync.Mutex
-	srv  *http.Server
-	done chan struct{}
-}
-
-func newDownableSim(t *testing.T, cfg sim.Config) *downableSim {
-	t.Helper()
-	s, err := sim.New(simDefaults(cfg))
-	if err != nil {
-		t.Fatalf("sim.New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	d := &downableSim{sim: s, addr: ln.Addr().String()}
-	d.serve(ln)
-	d.root, err = pool.NewClient(pool.ClientOptions{BaseURL: "http://" + d.addr, Token: rootToken, Retry: fastRetry})
-	if err != nil {
-		t.Fatalf("pool.NewClient: %v", err)
-	}
-	t.Cleanup(func() {
-		d.root.CloseIdleConnections()
-		d.down()
-		if err := s.Close(); err != nil {
-			t.Errorf("sim.Close: %v", err)
-		}
-	})
-	return d
-}
-
-func (d *downableSim) serve(ln net.Listener) {
-	srv := &http.Server{Handler: d.sim.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			panic(err)
-		}
-	}()
-	d.mu.Lock()
-	d.srv, d.done = srv, done
-	d.mu.Unlock()
-}
-
-// down closes the listener and every connection; a no-op when down.
-func (d *downableSim) down() {
-	d.mu.Lock()
-	srv, done := d.srv, d.done
-	d.srv = nil
-	d.mu.Unlock()
-	if srv != nil {
-		_ = srv.Close()
-		<-done
-	}
-}
-
-// up listens on the same address again.
-func (d *downableSim) up(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", d.addr)
-	if err != nil {
-		t.Fatalf("re-listen on %s: %v", d.addr, err)
-	}
-	d.serve(ln)
 }
 
 // liveFor is the emulator's live index: the VMs the test engine made for a

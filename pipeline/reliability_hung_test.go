@@ -73,12 +73,12 @@ func TestR3HungSlowBodyAndLateFinishingClaims(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			noLeaks(t)
-			env := newDownableSim(t, sim.Config{FinishDetachedClaims: tc.detached})
+			env := newSim(t, sim.Config{FinishDetachedClaims: tc.detached})
 			rt := &trickleBody{next: http.DefaultTransport.(*http.Transport).Clone()}
 			if tc.slow {
 				rt.left.Store(1)
 			}
-			c, err := pool.NewClient(pool.ClientOptions{BaseURL: "http://" + env.addr, Token: rootToken, Retry: fastRetry,
+			c, err := pool.NewClient(pool.ClientOptions{BaseURL: env.url, Token: rootToken, Retry: fastRetry,
 				Transport: rt, ClaimTimeout: 200 * time.Millisecond, AttemptTimeout: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)

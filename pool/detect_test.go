@@ -4,13 +4,13 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 // wantFeatures is sandboxd's version history as the feature table has it,
@@ -82,25 +82,17 @@ func TestDetectFindsEachAPIVersionsFeatures(t *testing.T) {
 // JSON error, or the router's text 404. An agent relay in front of the
 // emulator is found; without it, it is not.
 func TestDetectFindsAnAgentRelay(t *testing.T) {
-	s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{defaultKey: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mux := http.NewServeMux()
-	mux.Handle("/", s.Handler())
-	mux.HandleFunc("GET /v1/sandboxes/{id}/agent", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = w.Write([]byte(`{"error":"unknown sandbox"}`))
-	})
-	ts := httptest.NewServer(mux)
-	defer ts.Close()
-	c, err := pool.NewClient(pool.ClientOptions{BaseURL: ts.URL, Token: rootToken, Retry: fastRetry})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
+	e := simtest.Start(t, sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{defaultKey: 1}}, simtest.Front(func(s *sim.Server) http.Handler {
+		mux := http.NewServeMux()
+		mux.Handle("/", s.Handler())
+		mux.HandleFunc("GET /v1/sandboxes/{id}/agent", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":"unknown sandbox"}`))
+		})
+		return mux
+	}))
+	c := e.Client(t, pool.ClientOptions{Token: rootToken, Retry: fastRetry})
 	got, err := c.Detect(ctx(t))
 	if err != nil || !got.Agent || !got.Renew {
 		t.Fatalf("Detect = %v, %v: want agent and renew", got, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(runThen{m}) }
@@ -39,13 +40,14 @@ const (
 	nodeToken = "node-tok-91b2-beef-secret"
 )
 
-var defaultKey = pool.Key{Template: "default"}
+var defaultKey = simtest.DefaultPool
 
 // harness is a real emulator behind a real HTTP server, with clients for the
 // root and the node token. Every error a test produces goes through h.err,
 // and at cleanup every one of them is checked for every token seen.
 type harness struct {
 	t    *testing.T
+	emu  *simtest.Emulator
 	sim  *sim.Server
 	url  string
 	root *pool.Client // holds the api_token
@@ -62,26 +64,15 @@ var fastRetry = pool.RetryPolicy{InitialInterval: 5 * time.Millisecond, MaxInter
 func newHarness(t *testing.T, cfg sim.Config) *harness {
 	t.Helper()
 	cfg.RootToken, cfg.NodeToken = rootToken, nodeToken
-	if cfg.Pools == nil {
-		cfg.Pools = map[pool.Key]int{defaultKey: 4}
-	}
 	if cfg.ColdLatency == 0 {
 		cfg.ColdLatency = -1
 	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatalf("sim.New: %v", err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	h := &harness{t: t, sim: s, url: ts.URL, secrets: []string{rootToken, nodeToken}}
+	e := simtest.Start(t, cfg) // nil Pools: defaultKey, 4 warm
+	h := &harness{t: t, emu: e, sim: e.Sim, url: e.URL, secrets: []string{rootToken, nodeToken}}
 	h.root = h.client(rootToken, nil)
 	h.node = h.client(nodeToken, nil)
 	t.Cleanup(func() {
-		ts.Close()
-		if err := s.Close(); err != nil {
-			t.Errorf("sim.Close: %v", err)
-		}
-		for _, sb := range s.Sandboxes() {
+		for _, sb := range e.Sim.Sandboxes() {
 			h.secret(sb.Token)
 		}
 		h.assertNoTokenInErrors()
@@ -92,16 +83,11 @@ func newHarness(t *testing.T, cfg sim.Config) *harness {
 // client builds a client for token; mod may adjust the options.
 func (h *harness) client(token string, mod func(*pool.ClientOptions)) *pool.Client {
 	h.t.Helper()
-	o := pool.ClientOptions{BaseURL: h.url, Token: token, Retry: fastRetry}
+	o := pool.ClientOptions{Token: token, Retry: fastRetry}
 	if mod != nil {
 		mod(&o)
 	}
-	c, err := pool.NewClient(o)
-	if err != nil {
-		h.t.Fatalf("NewClient: %v", err)
-	}
-	h.t.Cleanup(c.CloseIdleConnections)
-	return c
+	return h.emu.Client(h.t, o)
 }
 
 // err records err for the token audit and returns it.

@@ -2,7 +2,6 @@ package podload
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
@@ -109,16 +109,11 @@ func TestNullNodeWritesItsOwnPodsRunning(t *testing.T) {
 func TestClaimingNullNodeClaimsOneVMPerPodAndRecordsIt(t *testing.T) {
 	e := startNullEnv(t)
 	const token, want = "null-root-token-0123456789abcdef", 20
-	s, err := sim.New(sim.Config{RootToken: token, Pools: map[pool.Key]int{{Template: "default"}: want + 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
+	emu := simtest.Start(t, sim.Config{RootToken: token, Pools: map[pool.Key]int{{Template: "default"}: want + 4}})
+	s := emu.Sim
 	state := filepath.Join(e.dir, "claims.state")
 	n, err := StartNullNode(e.ctx, e.bin, e.env.Kubeconfig, "null-c", DefaultContentType, filepath.Join(e.dir, "nullnode.log"),
-		ClaimArgs(srv.URL, token, state)...)
+		ClaimArgs(emu.URL, token, state)...)
 	if err != nil {
 		t.Fatal(err)
 	}

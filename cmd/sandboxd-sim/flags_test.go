@@ -11,6 +11,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 func writeToken(t *testing.T, name, tok string) string {
@@ -37,11 +38,7 @@ func TestDefaultFlagsAreTheRealServer(t *testing.T) {
 	if !maps.Equal(c.Pools, map[pool.Key]int{{Template: "default"}: 64}) {
 		t.Errorf("pools %v", c.Pools)
 	}
-	s, err := sim.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := simtest.Start(t, c).Sim
 	if s.OwnerAddr() != "10.77.0.1:7777" {
 		t.Errorf("owner_addr %q", s.OwnerAddr())
 	}

@@ -5,7 +5,6 @@ package observability
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 const (
@@ -42,17 +42,10 @@ func startSim(t *testing.T) (*sim.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sim.New(sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 8}, TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = s.Close()
-		_ = tp.Shutdown(context.Background())
-	})
-	return s, srv.URL
+	// Shut down after the emulator closed (cleanups run last first).
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	e := simtest.Start(t, sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 8}, TracerProvider: tp})
+	return e.Sim, e.URL
 }
 
 // startVK runs vk-sandbox against sandboxdURL with OTLP export to Jaeger.

@@ -23,7 +23,7 @@ const (
 
 // testKit is what any package's tests may import besides their package's
 // own row (docs/architecture.md states the same list).
-var testKit = []string{"internal/testkit", "internal/kubetest", "internal/powercut", "pool/sim"}
+var testKit = []string{"internal/testkit", "internal/kubetest", "internal/powercut", "pool/sim", "pool/sim/simtest"}
 
 // rule is one row of the table: what a package may import, and what its
 // tests may import in addition.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/agent"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 const interactiveRoot = "root-tok-interactive-test"
@@ -100,16 +100,9 @@ func newInteractive(t *testing.T, cfg sim.Config, token string, opts ...func(*Op
 	cfg.RootToken = interactiveRoot
 	cfg.NodeToken = "node-tok-interactive-test"
 	cfg.Pools = map[pool.Key]int{{Template: "default"}: 4}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	c, err := pool.NewClient(pool.ClientOptions{BaseURL: ts.URL, Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.CloseIdleConnections(); ts.Close(); _ = s.Close() })
+	emu := simtest.Start(t, cfg)
+	s := emu.Sim
+	c := emu.Client(t, pool.ClientOptions{Token: token})
 	cr, err := c.Claim(t.Context(), pool.ClaimRequest{Template: "default", TTLSeconds: 600})
 	if err != nil {
 		t.Fatal(err)

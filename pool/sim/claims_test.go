@@ -77,11 +77,7 @@ func TestFailRateAppliesAtRuntimeAndConsumesNothing(t *testing.T) {
 func TestDetachedClaimFinishesAfterTheClientHasGone(t *testing.T) {
 	const boot = 400 * time.Millisecond
 	n := newNode(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: boot, FinishDetachedClaims: true})
-	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: tenantToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
+	c := n.emu.Client(t, pool.ClientOptions{Token: tenantToken})
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
@@ -131,13 +127,9 @@ func TestClaimIsCancelledWhenItsCallerGoesAway(t *testing.T) {
 			if tc.hold {
 				t.Cleanup(n.sim.HoldNextClaim())
 			}
-			c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: rootToken})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.CloseIdleConnections()
+			c := n.emu.Client(t, pool.ClientOptions{Token: rootToken})
 			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-			_, err = c.Claim(ctx, pool.ClaimRequest{Template: "default", ClaimRef: "ns/gone"})
+			_, err := c.Claim(ctx, pool.ClaimRequest{Template: "default", ClaimRef: "ns/gone"})
 			cancel()
 			if err == nil {
 				t.Fatal("the claim beat the client's deadline")
@@ -166,11 +158,7 @@ func TestClaimIsCancelledWhenItsCallerGoesAway(t *testing.T) {
 // caller meets its own deadline, and the VM is found by its claim_ref.
 func TestLostAnswerLeavesAVMItsCallerNeverSaw(t *testing.T) {
 	n := newNode(t, sim.Config{LoseAnswerRate: 1})
-	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: rootToken, ClaimTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
+	c := n.emu.Client(t, pool.ClientOptions{Token: rootToken, ClaimTimeout: 100 * time.Millisecond})
 	if vm, err := c.Claim(t.Context(), pool.ClaimRequest{Template: "default", ClaimRef: "ns/lost"}); err == nil {
 		t.Fatalf("the lost answer arrived: %v", vm)
 	}

@@ -80,11 +80,7 @@ func TestFaultsApplyToRenewAndStats(t *testing.T) {
 func TestLoseResponseStillPerformsTheClaim(t *testing.T) {
 	n := newNode(t, sim.Config{})
 	n.sim.InjectFault(sim.Fault{Verb: "claim", Mode: "lose-response", Count: 1})
-	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: tenantToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
+	c := n.emu.Client(t, pool.ClientOptions{Token: tenantToken})
 	if _, err := c.Claim(t.Context(), pool.ClaimRequest{Template: "default", ClaimRef: "ns/lost"}); err == nil {
 		t.Fatal("the response was supposed to be lost")
 	}

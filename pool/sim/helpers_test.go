@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
+	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,7 +43,8 @@ var (
 type node struct {
 	t   *testing.T
 	sim *sim.Server
-	ts  *httptest.Server
+	emu *simtest.Emulator
+	hc  *http.Client // its own transport: its connections close with the test
 }
 
 func newNode(t *testing.T, cfg sim.Config) *node {
@@ -60,24 +61,17 @@ func newNode(t *testing.T, cfg sim.Config) *node {
 	if cfg.ColdLatency == 0 {
 		cfg.ColdLatency = -1
 	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		t.Fatalf("sim.New: %v", err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return &node{t: t, sim: s, ts: ts}
+	emu := simtest.Start(t, cfg)
+	hc := &http.Client{Transport: &http.Transport{}}
+	// Registered after Start, so it runs before the emulator stops.
+	t.Cleanup(hc.CloseIdleConnections)
+	return &node{t: t, sim: emu.Sim, emu: emu, hc: hc}
 }
 
 // do sends one request and returns the status and body.
 func (n *node) do(method, path, token string, body any) (int, []byte) {
 	n.t.Helper()
-	return do(n.t, n.ts.Client(), n.ts.URL, method, path, token, body)
+	return do(n.t, n.hc, n.emu.URL, method, path, token, body)
 }
 
 func do(t *testing.T, hc *http.Client, base, method, path, token string, body any) (int, []byte) {
@@ -89,7 +83,7 @@ func do(t *testing.T, hc *http.Client, base, method, path, token string, body an
 // send is do with the whole response, for the tests that read headers.
 func (n *node) send(method, path, token string, body any) (*http.Response, []byte) {
 	n.t.Helper()
-	return send(n.t, n.ts.Client(), n.ts.URL, method, path, token, body)
+	return send(n.t, n.hc, n.emu.URL, method, path, token, body)
 }
 
 func send(t *testing.T, hc *http.Client, base, method, path, token string, body any) (*http.Response, []byte) {
@@ -207,7 +201,7 @@ func hibernated(n *node, id string) bool {
 // returns the answer and, after a 101, the connection and its reader.
 func (n *node) upgrade(id, token, port string, hdr map[string]string) (*http.Response, *net.TCPConn, *bufio.Reader) {
 	n.t.Helper()
-	c, err := net.Dial("tcp", n.ts.Listener.Addr().String())
+	c, err := net.Dial("tcp", strings.TrimPrefix(n.emu.URL, "http://"))
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -36,13 +36,13 @@ func TestServerSpanPerRequestJoinsTheCallersTrace(t *testing.T) {
 	defer parent.End()
 	claim := func() int {
 		body, _ := json.Marshal(pool.ClaimRequest{Template: "default", ClaimRef: "ns/traced"})
-		req, err := http.NewRequestWithContext(ctx, "POST", n.ts.URL+"/v1/claim", bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, "POST", n.emu.URL+"/v1/claim", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+rootToken)
 		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-		resp, err := n.ts.Client().Do(req)
+		resp, err := n.hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

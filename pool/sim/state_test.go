@@ -2,7 +2,6 @@ package sim_test
 
 import (
 	"maps"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,43 +14,34 @@ import (
 func TestStateSurvivesARestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sim", "state.json")
 	cfg := sim.Config{RootToken: rootToken, TenantTokens: map[string]string{tenantToken: tenantName}, Pools: map[pool.Key]int{defaultKey: 1}, StatePath: path}
-
-	s1, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s1.Handler())
 	labels := map[string]string{"app": "web"}
-	status, _ := do(t, ts.Client(), ts.URL, "POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default", ClaimRef: "ns/a", TTLSeconds: 600, Metadata: labels})
-	ts.Close()
-	if status != 200 {
-		t.Fatalf("claim: %d", status)
-	}
-	before := s1.Sandboxes()
-	if err := s1.Close(); err != nil {
-		t.Fatal(err)
+
+	var before []pool.Sandbox
+	// The first emulator closes, saving its state, when this subtest ends.
+	if !t.Run("before", func(t *testing.T) {
+		n := newNode(t, cfg)
+		if status, _ := n.do("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default", ClaimRef: "ns/a", TTLSeconds: 600, Metadata: labels}); status != 200 {
+			t.Fatalf("claim: %d", status)
+		}
+		before = n.sim.Sandboxes()
+	}) {
+		t.FailNow()
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("state file: %v, mode %v; want 0600 (it holds tokens)", err, fi.Mode())
 	}
 
-	s2, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := s2.Sandboxes()
-	ts = httptest.NewServer(s2.Handler())
-	defer func() { ts.Close(); _ = s2.Close() }()
+	n := newNode(t, cfg)
+	after := n.sim.Sandboxes()
 	if len(after) != 1 || after[0].ID != before[0].ID || after[0].Token != before[0].Token || after[0].ClaimRef != "ns/a" ||
 		after[0].Tenant != tenantName || !maps.Equal(after[0].Metadata, labels) || !after[0].Deadline.Equal(before[0].Deadline) {
 		t.Fatalf("after restart %+v, want %+v", after, before)
 	}
 	// The tenant still sees it, and the old credential still works.
-	if status, body := do(t, ts.Client(), ts.URL, "GET", "/v1/sandboxes?metadata=app%3Dweb", tenantToken, nil); status != 200 || !strings.Contains(string(body), after[0].ID) {
+	if status, body := n.do("GET", "/v1/sandboxes?metadata=app%3Dweb", tenantToken, nil); status != 200 || !strings.Contains(string(body), after[0].ID) {
 		t.Errorf("tenant list after restart: %d %s", status, body)
 	}
-	status, _ = do(t, ts.Client(), ts.URL, "POST", "/v1/sandboxes/"+after[0].ID+"/release", after[0].Token, nil)
-	if status != 204 {
+	if status, _ := n.do("POST", "/v1/sandboxes/"+after[0].ID+"/release", after[0].Token, nil); status != 204 {
 		t.Errorf("release with the pre-restart token: %d", status)
 	}
 }
