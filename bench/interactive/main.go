@@ -46,7 +46,7 @@ import (
 type options struct {
 	n, warmup, sizeMiB, reps, kubectl int
 	via                               []string
-	out                               string
+	out, perf                         string
 }
 
 func parseOptions() (*options, error) {
@@ -58,6 +58,7 @@ func parseOptions() (*options, error) {
 	flag.IntVar(&o.reps, "reps", 3, "throughput repetitions of each kind (the median is reported)")
 	flag.IntVar(&o.kubectl, "kubectl", 100, "also this many `kubectl exec POD -- true` with the kubectl binary (bin/kubectl, make tools), beside connections through `kubectl port-forward` (0: none)")
 	flag.StringVar(&via, "via", viaWebSocket+","+viaSPDY, "comma-separated transports to the apiserver: websocket (kubectl's default), spdy")
+	flag.StringVar(&o.perf, "perf", "", "directory: record perf call graphs (perf record -g) of vk-sandbox, kube-apiserver and this process (the emulator and the client) during each throughput step there, as <via>-<figure>-<rep>-<process>.perf.data (needs perf)")
 	flag.StringVar(&o.out, "out", "bench/results/interactive-"+time.Now().Format("2006-01-02T150405")+".json", "results JSON")
 	flag.Parse()
 	if o.n < 1 || o.warmup < 0 || o.sizeMiB < 1 || o.reps < 1 || o.kubectl < 0 {
@@ -89,6 +90,14 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "vk-sandbox")
+	if o.perf != "" {
+		// perf report finds the symbols in the binary that ran, so it is
+		// kept beside the recordings.
+		if err := os.MkdirAll(o.perf, 0o755); err != nil {
+			return err
+		}
+		bin = filepath.Join(o.perf, "vk-sandbox")
+	}
 	logf("building ./cmd/vk-sandbox")
 	if err := kubetest.BuildVKSandbox(ctx, bin, false); err != nil {
 		return err
@@ -117,7 +126,7 @@ func run(ctx context.Context, o *options) error {
 			return err
 		}
 		logf("%s: throughput, %d MiB, %d times each", via, o.sizeMiB, o.reps)
-		if err := throughput(ctx, c, o, payload, &r); err != nil {
+		if err := throughput(ctx, c, n, o, payload, &r); err != nil {
 			return err
 		}
 		rep.Transports = append(rep.Transports, r)
@@ -189,7 +198,7 @@ func roundTrips(ctx context.Context, c *client, n *node, o *options) (transportR
 
 // throughput moves payload reps times each way, interleaved, each
 // checked byte for byte.
-func throughput(ctx context.Context, c *client, o *options, payload []byte, r *transportResult) error {
+func throughput(ctx context.Context, c *client, n *node, o *options, payload []byte, r *transportResult) error {
 	local, stop, err := c.portForward(ctx)
 	if err != nil {
 		return err
@@ -199,11 +208,12 @@ func throughput(ctx context.Context, c *client, o *options, payload []byte, r *t
 	mib := float64(len(payload)) / (1 << 20)
 	mibPerS := func(d float64) float64 { return mib / d }
 	r.CPU = map[string]map[string]float64{figUpload: {}, figCatFile: {}, figCatEcho: {}, figForwardEcho: {}}
+	recorded := perfRecorded(o.perf, c.via, n)
 	if err := interleave(o.reps, 0, mibPerS,
-		step{&r.UploadMiBs, r.CPU[figUpload], func() error { return c.upload(ctx, payload) }},
-		step{&r.CatFileMiBs, r.CPU[figCatFile], func() error { return c.catFile(ctx, payload, sum) }},
-		step{&r.CatEchoMiBs, r.CPU[figCatEcho], func() error { return c.catEcho(ctx, payload, sum) }},
-		step{&r.ForwardEchoMiBs, r.CPU[figForwardEcho], func() error { return forwardEcho(local, payload, sum) }},
+		step{&r.UploadMiBs, r.CPU[figUpload], recorded(figUpload, func() error { return c.upload(ctx, payload) })},
+		step{&r.CatFileMiBs, r.CPU[figCatFile], recorded(figCatFile, func() error { return c.catFile(ctx, payload, sum) })},
+		step{&r.CatEchoMiBs, r.CPU[figCatEcho], recorded(figCatEcho, func() error { return c.catEcho(ctx, payload, sum) })},
+		step{&r.ForwardEchoMiBs, r.CPU[figForwardEcho], recorded(figForwardEcho, func() error { return forwardEcho(local, payload, sum) })},
 	); err != nil {
 		return fmt.Errorf("%s throughput: %w", c.via, err)
 	}
@@ -214,6 +224,24 @@ func throughput(ctx context.Context, c *client, o *options, payload []byte, r *t
 		}
 	}
 	return nil
+}
+
+// perfRecorded wraps a throughput step so that, with -perf dir, each of
+// its runs is recorded into files of its own (podload.StartPerf); without
+// it the step is left as it is.
+func perfRecorded(dir, via string, n *node) func(fig string, f func() error) func() error {
+	if dir == "" {
+		return func(_ string, f func() error) func() error { return f }
+	}
+	pids := map[string]int{"vk-sandbox": n.vk.Pid(), "kube-apiserver": podload.ChildPID("kube-apiserver"), "harness": os.Getpid()}
+	return func(fig string, f func() error) func() error {
+		rep := 0
+		return func() error {
+			rep++
+			defer podload.StartPerf(dir, fmt.Sprintf("%s-%s-%d", via, fig, rep), pids)()
+			return f()
+		}
+	}
 }
 
 // step is one kind of sample: f, timed, into its series; with cpu, the

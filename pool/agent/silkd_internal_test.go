@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 )
 
 // A frame of exactly silkd's cap (newline included) is read; one byte more
@@ -47,7 +49,7 @@ func BenchmarkAgentConnRecvStdout(b *testing.B) {
 		b.Fatal(err)
 	}
 	line = append(line, '\n')
-	r := &repeatReader{line: line}
+	r := &testkit.RepeatReader{Line: line}
 	a := &Conn{br: bufio.NewReader(r)}
 	b.SetBytes(StdinChunk)
 	for b.Loop() {
@@ -55,18 +57,6 @@ func BenchmarkAgentConnRecvStdout(b *testing.B) {
 			b.Fatalf("frame of %d bytes, %v", len(f.Data), err)
 		}
 	}
-}
-
-// repeatReader reads line again and again.
-type repeatReader struct {
-	line []byte
-	off  int
-}
-
-func (r *repeatReader) Read(p []byte) (int, error) {
-	n := copy(p, r.line[r.off:])
-	r.off = (r.off + n) % len(r.line)
-	return n, nil
 }
 
 // A frame's bytes are taken from the node's budget before they are held

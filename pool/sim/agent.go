@@ -66,7 +66,7 @@ func (s *Server) handleAgent(w http.ResponseWriter, r *http.Request) {
 	defer s.relays.wg.Done()
 	defer s.relays.remove(client)
 	defer client.Close()
-	g.serve(&silkConn{conn: client, br: buf.Reader, proto: int(s.agentProto.Load())})
+	g.serve(&silkConn{conn: client, br: relayReader(client, buf.Reader), proto: int(s.agentProto.Load())})
 }
 
 // wantsUpgrade reports whether r asks to upgrade to proto.
@@ -109,9 +109,13 @@ type silkConn struct {
 	br    *bufio.Reader
 	proto int // 1: one RPC, then the connection ends; 2: RPCs back to back
 	wmu   sync.Mutex
+	wbuf  []byte // the data frame being written (silkd_codec.go), under wmu
 	// next is a request that arrived while a streaming RPC ran: it ended
 	// that RPC's input and is served next.
 	next *silkReq
+	// line is a frame longer than br's buffer, put together; data is the
+	// last stdin frame's bytes (silkd_codec.go).
+	line, data []byte
 }
 
 // maxFrame is silkd's frame cap, either way.
@@ -124,25 +128,11 @@ func (c *silkConn) recv() (*silkReq, error) {
 		c.next = nil
 		return n, nil
 	}
-	var line []byte
-	for {
-		part, err := c.br.ReadSlice('\n')
-		if len(line)+len(part) > maxFrame {
-			return nil, errFrameCap
-		}
-		line = append(line, part...)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return nil, err
-		}
-	}
-	var req silkReq
-	if err := json.Unmarshal(line, &req); err != nil {
+	line, err := c.readLine()
+	if err != nil {
 		return nil, err
 	}
-	return &req, nil
+	return c.decodeReq(line)
 }
 
 func (c *silkConn) send(v map[string]any) error {
@@ -179,7 +169,7 @@ type output struct {
 func (o output) Write(p []byte) (int, error) {
 	for off := 0; off < len(p); {
 		n := min(len(p)-off, maxFrame/2)
-		if err := o.c.send(map[string]any{"type": o.typ, "data": p[off : off+n]}); err != nil {
+		if err := o.c.sendData(o.typ, p[off:off+n]); err != nil {
 			return off, err
 		}
 		off += n

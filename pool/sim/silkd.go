@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 )
@@ -237,7 +236,7 @@ func (g *silkGuest) follow(c *silkConn, pid int, live bool) bool {
 	}
 	ch := make(chan []byte, 256)
 	p.mu.Lock()
-	ring := slices.Clone(p.ring)
+	ring := p.tail()
 	if live {
 		p.subs[ch] = struct{}{}
 	}

@@ -26,7 +26,7 @@ type proc struct {
 	mu     sync.Mutex
 	code   int
 	killed bool
-	ring   []byte // the last ringSize bytes of output
+	ring   []byte // output, of which the last ringSize bytes count (see record)
 	subs   map[chan []byte]struct{}
 	exitAt time.Time
 }
@@ -34,9 +34,16 @@ type proc struct {
 func (p *proc) record(b []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ring = append(p.ring, b...)
-	if over := len(p.ring) - ringSize; over > 0 {
-		p.ring = slices.Clone(p.ring[over:])
+	// The ring runs up to twice ringSize before its head is cut, so that
+	// a stream's bytes are copied into it about twice, not a whole ring
+	// per write.
+	if len(b) >= ringSize {
+		p.ring = append(p.ring[:0], b[len(b)-ringSize:]...)
+	} else {
+		if len(p.ring)+len(b) > 2*ringSize {
+			p.ring = p.ring[:copy(p.ring, p.ring[len(p.ring)-ringSize:])]
+		}
+		p.ring = append(p.ring, b...)
 	}
 	for ch := range p.subs {
 		select {
@@ -44,6 +51,11 @@ func (p *proc) record(b []byte) {
 		default: // a follower that cannot keep up misses output
 		}
 	}
+}
+
+// tail is a copy of the last ringSize bytes of output (p.mu held).
+func (p *proc) tail() []byte {
+	return slices.Clone(p.ring[max(0, len(p.ring)-ringSize):])
 }
 
 // recorder copies what a process writes into its ring.
