@@ -80,7 +80,7 @@ func New(cfg Config) (*Server, error) {
 		stop:     make(chan struct{}), done: make(chan struct{}),
 	}
 	if cfg.TracerProvider != nil {
-		s.tracer = cfg.TracerProvider.Tracer(TracerName)
+		s.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
 	for _, t := range cfg.PeerTemplates {
 		s.peers[t] = true
