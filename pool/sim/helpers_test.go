@@ -1,4 +1,4 @@
-package sim_test
+package sim
 
 import (
 	"bufio"
@@ -18,7 +18,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
-	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -42,11 +41,11 @@ var (
 // so that the wire format itself is what is checked.
 type node struct {
 	t   *testing.T
-	sim *sim.Server
+	sim *Server
 	ts  *httptest.Server
 }
 
-func newNode(t *testing.T, cfg sim.Config) *node {
+func newNode(t *testing.T, cfg Config) *node {
 	t.Helper()
 	if cfg.RootToken == "" {
 		cfg.RootToken = rootToken
@@ -60,7 +59,7 @@ func newNode(t *testing.T, cfg sim.Config) *node {
 	if cfg.ColdLatency == 0 {
 		cfg.ColdLatency = -1
 	}
-	s, err := sim.New(cfg)
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatalf("sim.New: %v", err)
 	}

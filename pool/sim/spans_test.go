@@ -1,4 +1,4 @@
-package sim_test
+package sim
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
-	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // With a TracerProvider, every request is a server span, a child of the
@@ -27,8 +26,8 @@ func TestServerSpanPerRequestJoinsTheCallersTrace(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	n := newNode(t, sim.Config{TracerProvider: tp})
-	n.sim.InjectFault(sim.Fault{Verb: pool.VerbClaim, Mode: "500", Count: 1})
+	n := newNode(t, Config{TracerProvider: tp})
+	n.sim.InjectFault(Fault{Verb: pool.VerbClaim, Mode: "500", Count: 1})
 
 	// The caller's span lives in another provider, as vk-sandbox's does.
 	caller := sdktrace.NewTracerProvider()
