@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// VerbDetect names Detect's probes in Observer reports and errors, so that
+// verbDetect names Detect's probes in Observer reports and errors, so that
 // their deliberate 404s are not counted against the verbs they probe.
-const VerbDetect = "detect"
+const verbDetect = "detect"
 
 // TokenKind is what the client's node token proved to be.
 type TokenKind int
@@ -139,7 +139,7 @@ func (c *Client) detect(ctx context.Context) (Features, error) {
 	var info probeInfo
 	err := ErrForbidden // a token known to be a tenant's does not ask a root-only surface again
 	if !c.Tenant() {
-		info, err = fetch[probeInfo](ctx, c, exchange{verb: VerbDetect, method: http.MethodGet, path: "/v1/info", token: c.token, limit: bodyLimit}, nil)
+		info, err = fetch[probeInfo](ctx, c, exchange{verb: verbDetect, method: http.MethodGet, path: "/v1/info", token: c.token, limit: bodyLimit}, nil)
 		c.learnTokenKind(err)
 	}
 	switch {
@@ -167,7 +167,7 @@ func (c *Client) detect(ctx context.Context) (Features, error) {
 		{"stats", &f.Stats, http.MethodGet, sb + "/stats", nil, ""},
 		{"agent", &f.Agent, http.MethodGet, sb + "/agent", nil, "silkd"},
 	} {
-		x := exchange{verb: VerbDetect, id: p.name, method: p.method, path: p.path, token: c.token, body: p.body, upgrade: p.upgrade}
+		x := exchange{verb: verbDetect, id: p.name, method: p.method, path: p.path, token: c.token, body: p.body, upgrade: p.upgrade}
 		if *p.into, err = c.routed(ctx, x); err != nil {
 			return f, fmt.Errorf("sandboxd detect: %s: %w", p.name, err)
 		}
@@ -176,7 +176,7 @@ func (c *Client) detect(ctx context.Context) (Features, error) {
 	f.TokenRead = f.Renew && f.Token == TokenRoot
 
 	list := func(name string, q url.Values) (probeList, error) {
-		x := exchange{verb: VerbDetect, id: name, method: http.MethodGet, path: "/v1/sandboxes", token: c.token, limit: listBodyLimit, query: q}
+		x := exchange{verb: verbDetect, id: name, method: http.MethodGet, path: "/v1/sandboxes", token: c.token, limit: listBodyLimit, query: q}
 		return fetch(ctx, c, x, func(l *probeList) string {
 			if l.Sandboxes == nil {
 				return "listing has no sandboxes array"
