@@ -57,11 +57,11 @@ type Features struct {
 	Renew, Exec, Ports, Stats, Agent bool
 }
 
-// FeatureNames are the features' names, in a fixed order: the feature
+// featureNames are the features' names, in a fixed order: the feature
 // label of vksandbox_sandboxd_feature.
-var FeatureNames = []string{"metadata", "claim_ref_filter", "token_read", "renew", "exec", "ports", "stats", "agent"}
+var featureNames = []string{"metadata", "claim_ref_filter", "token_read", "renew", "exec", "ports", "stats", "agent"}
 
-// Names maps every name of FeatureNames to whether the node has it.
+// Names maps every name of featureNames to whether the node has it.
 func (f Features) Names() map[string]bool {
 	return map[string]bool{
 		"metadata": f.Metadata, "claim_ref_filter": f.ClaimRefFilter, "token_read": f.TokenRead,
@@ -74,7 +74,7 @@ func (f Features) String() string {
 	var b strings.Builder
 	b.WriteString("token=" + f.Token.String())
 	on := f.Names()
-	for _, n := range FeatureNames {
+	for _, n := range featureNames {
 		fmt.Fprintf(&b, " %s=%t", n, on[n])
 	}
 	return b.String()
@@ -84,7 +84,7 @@ func (f Features) String() string {
 func (f Features) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.String("token", f.Token.String())}
 	on := f.Names()
-	for _, n := range FeatureNames {
+	for _, n := range featureNames {
 		attrs = append(attrs, slog.Bool(n, on[n]))
 	}
 	return slog.GroupValue(attrs...)

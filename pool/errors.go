@@ -134,8 +134,8 @@ func IsRetryable(err error) bool {
 	return false
 }
 
-// RetryAfter is the server's Retry-After hint carried by err, or 0.
-func RetryAfter(err error) time.Duration {
+// retryAfter is the server's Retry-After hint carried by err, or 0.
+func retryAfter(err error) time.Duration {
 	var he *HTTPError
 	if errors.As(err, &he) {
 		return he.RetryAfter
@@ -153,8 +153,8 @@ func StatusCode(err error) int {
 	return 0
 }
 
-// Redirects is the peer list of a capacity miss, or nil.
-func Redirects(err error) []string {
+// redirects is the peer list of a capacity miss, or nil.
+func redirects(err error) []string {
 	var ce *capacityError
 	if errors.As(err, &ce) {
 		return ce.Redirect

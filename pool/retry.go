@@ -122,7 +122,7 @@ func (p RetryPolicy) NewBackOff(ctx context.Context) *BackOff {
 
 // Observe records the failure the next wait follows: its Retry-After, if
 // any, becomes that wait's floor.
-func (h *BackOff) Observe(err error) { h.floor = RetryAfter(err) }
+func (h *BackOff) Observe(err error) { h.floor = retryAfter(err) }
 
 func (h *BackOff) NextBackOff() time.Duration {
 	if h.left == 0 {
