@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // Cold boots in flight hold their slot: concurrent claims never overshoot
 // MaxClaims.
 func TestMaxClaimsCountsClaimsStillBooting(t *testing.T) {
-	n := newNode(t, Config{MaxClaims: 5, Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: 50 * time.Millisecond})
+	n := newNode(t, sim.Config{MaxClaims: 5, Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: 50 * time.Millisecond})
 	var wg sync.WaitGroup
 	statuses := make(chan int, 20)
 	for range 20 {
@@ -38,13 +39,13 @@ func TestMaxClaimsCountsClaimsStillBooting(t *testing.T) {
 }
 
 func TestCapacityKnobsApplyAtRuntime(t *testing.T) {
-	n := newNode(t, Config{MaxClaims: 1})
+	n := newNode(t, sim.Config{MaxClaims: 1})
 	a := n.claim("ns/a", 60)
 	resp, _ := n.send("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "" {
 		t.Fatalf("at max: %d Retry-After=%q, want 429 without Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	n.sim.setCapacity(CapacityRedirect)
+	n.sim.SetCapacity(sim.CapacityRedirect)
 	status, body := n.do("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
 	if status != 200 || !strings.Contains(string(body), `"redirect":["10.0.0.9:7777"]`) || strings.Contains(string(body), `"id":"sb_`) {
 		t.Fatalf("redirect mode: %d %s", status, body)
@@ -57,8 +58,8 @@ func TestCapacityKnobsApplyAtRuntime(t *testing.T) {
 }
 
 func TestFailRateAppliesAtRuntimeAndConsumesNothing(t *testing.T) {
-	n := newNode(t, Config{})
-	n.sim.setFailRate(1)
+	n := newNode(t, sim.Config{})
+	n.sim.SetFailRate(1)
 	status, body := n.do("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
 	if status != 500 || !strings.Contains(string(body), "provisioning failed") {
 		t.Fatalf("fail rate 1: %d %s", status, body)
@@ -66,7 +67,7 @@ func TestFailRateAppliesAtRuntimeAndConsumesNothing(t *testing.T) {
 	if len(n.sim.Sandboxes()) != 0 {
 		t.Error("a failed claim left a sandbox")
 	}
-	n.sim.setFailRate(0)
+	n.sim.SetFailRate(0)
 	n.claim("ns/a", 60)
 }
 
@@ -75,7 +76,7 @@ func TestFailRateAppliesAtRuntimeAndConsumesNothing(t *testing.T) {
 // made anyway, and it is in the index only once it is made.
 func TestDetachedClaimFinishesAfterTheClientHasGone(t *testing.T) {
 	const boot = 400 * time.Millisecond
-	n := newNode(t, Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: boot, FinishDetachedClaims: true})
+	n := newNode(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: boot, FinishDetachedClaims: true})
 	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: tenantToken})
 	if err != nil {
 		t.Fatal(err)
@@ -117,13 +118,13 @@ func TestDetachedClaimFinishesAfterTheClientHasGone(t *testing.T) {
 func TestClaimIsCancelledWhenItsCallerGoesAway(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  Config
+		cfg  sim.Config
 		hold bool
 	}{
-		{"latency", Config{ClaimLatency: time.Minute}, false},
-		{"held", Config{}, true},
-		{"boot", Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: time.Minute}, false},
-		{"detached", Config{ClaimLatency: 300 * time.Millisecond, FinishDetachedClaims: true}, false},
+		{"latency", sim.Config{ClaimLatency: time.Minute}, false},
+		{"held", sim.Config{}, true},
+		{"boot", sim.Config{Pools: map[pool.Key]int{defaultKey: 0}, ColdLatency: time.Minute}, false},
+		{"detached", sim.Config{ClaimLatency: 300 * time.Millisecond, FinishDetachedClaims: true}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t, tc.cfg)
@@ -164,7 +165,7 @@ func TestClaimIsCancelledWhenItsCallerGoesAway(t *testing.T) {
 // LoseAnswerRate makes the VM and indexes it, then never answers: the
 // caller meets its own deadline, and the VM is found by its claim_ref.
 func TestLostAnswerLeavesAVMItsCallerNeverSaw(t *testing.T) {
-	n := newNode(t, Config{LoseAnswerRate: 1})
+	n := newNode(t, sim.Config{LoseAnswerRate: 1})
 	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: rootToken, ClaimTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func TestLostAnswerLeavesAVMItsCallerNeverSaw(t *testing.T) {
 // ProvisionLatency applies to warm claims too, and is spent before the row
 // exists (the row's claimed_at is after it).
 func TestProvisionLatencyIsSpentBeforeTheRowExists(t *testing.T) {
-	n := newNode(t, Config{ProvisionLatency: 150 * time.Millisecond})
+	n := newNode(t, sim.Config{ProvisionLatency: 150 * time.Millisecond})
 	start := time.Now()
 	c := n.claim("ns/a", 60)
 	if d := time.Since(start); d < 150*time.Millisecond {
@@ -200,7 +201,7 @@ func TestProvisionLatencyIsSpentBeforeTheRowExists(t *testing.T) {
 }
 
 func TestInfoReportsWarmRefillingAndCounters(t *testing.T) {
-	n := newNode(t, Config{Pools: map[pool.Key]int{defaultKey: 2}, RefillDelay: time.Hour})
+	n := newNode(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 2}, RefillDelay: time.Hour})
 	n.claim("ns/a", 60)
 	info := n.info()
 	want := pool.PoolInfo{Key: fullKey, Warm: 1, Refilling: 1, Target: 2}
@@ -213,7 +214,7 @@ func TestInfoReportsWarmRefillingAndCounters(t *testing.T) {
 }
 
 func TestReaperRemovesSandboxesAtTheirDeadline(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 1)
 	b := n.claim("ns/b", 600)
 	testkit.WaitFor(t, 5*time.Second, "the 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
@@ -229,7 +230,7 @@ func TestReaperRemovesSandboxesAtTheirDeadline(t *testing.T) {
 // a short lease claimed, or a deadline moved, after a scan has raised that
 // bound to a long lease must still be reaped on time.
 func TestReaperSeesShorterLeasesAfterALongOne(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	long := n.claim("ns/long", 600)
 	n.claim("ns/short", 1)
 	testkit.WaitFor(t, 5*time.Second, "the 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })

@@ -1,15 +1,16 @@
-package sim
+package sim_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 func TestFaultAppliesToCountRequestsOfItsVerb(t *testing.T) {
-	n := newNode(t, Config{})
-	n.sim.InjectFault(Fault{Verb: "list", Mode: "500", Count: 2})
+	n := newNode(t, sim.Config{})
+	n.sim.InjectFault(sim.Fault{Verb: "list", Mode: "500", Count: 2})
 	if status, _ := n.do("GET", "/v1/info", rootToken, nil); status != 200 {
 		t.Errorf("another verb: %d, want untouched", status)
 	}
@@ -21,8 +22,8 @@ func TestFaultAppliesToCountRequestsOfItsVerb(t *testing.T) {
 }
 
 func TestFaultWithoutCountLastsUntilCleared(t *testing.T) {
-	n := newNode(t, Config{})
-	n.sim.InjectFault(Fault{Mode: "409"}) // any verb
+	n := newNode(t, sim.Config{})
+	n.sim.InjectFault(sim.Fault{Mode: "409"}) // any verb
 	for range 3 {
 		if status, _ := n.do("GET", "/v1/info", rootToken, nil); status != 409 {
 			t.Fatalf("info: %d, want 409", status)
@@ -38,17 +39,17 @@ func TestFaultWithoutCountLastsUntilCleared(t *testing.T) {
 // when asked with a negative value), never on a 429 unless the non-real
 // mode asks for it.
 func TestFaultRetryAfterIsA503Thing(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	for _, tc := range []struct {
-		fault      Fault
+		fault      sim.Fault
 		status     int
 		retryAfter string
 	}{
-		{Fault{Mode: "503", RetryAfter: 1500 * time.Millisecond}, 503, "2"},
-		{Fault{Mode: "503"}, 503, "1"},
-		{Fault{Mode: "503", RetryAfter: -1}, 503, ""},
-		{Fault{Mode: "429", RetryAfter: 5 * time.Second}, 429, ""},
-		{Fault{Mode: "429-retry-after", RetryAfter: 5 * time.Second}, 429, "5"},
+		{sim.Fault{Mode: "503", RetryAfter: 1500 * time.Millisecond}, 503, "2"},
+		{sim.Fault{Mode: "503"}, 503, "1"},
+		{sim.Fault{Mode: "503", RetryAfter: -1}, 503, ""},
+		{sim.Fault{Mode: "429", RetryAfter: 5 * time.Second}, 429, ""},
+		{sim.Fault{Mode: "429-retry-after", RetryAfter: 5 * time.Second}, 429, "5"},
 	} {
 		tc.fault.Verb, tc.fault.Count = "list", 1
 		n.sim.InjectFault(tc.fault)
@@ -61,10 +62,10 @@ func TestFaultRetryAfterIsA503Thing(t *testing.T) {
 }
 
 func TestFaultsApplyToRenewAndStats(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
-	n.sim.InjectFault(Fault{Verb: "renew", Mode: "500", Count: 1})
-	n.sim.InjectFault(Fault{Verb: "stats", Mode: "409", Count: 1})
+	n.sim.InjectFault(sim.Fault{Verb: "renew", Mode: "500", Count: 1})
+	n.sim.InjectFault(sim.Fault{Verb: "stats", Mode: "409", Count: 1})
 	if status, _ := n.do("POST", "/v1/sandboxes/"+a.ID+"/renew", a.Token, nil); status != 500 {
 		t.Errorf("renew: %d, want the injected 500", status)
 	}
@@ -77,8 +78,8 @@ func TestFaultsApplyToRenewAndStats(t *testing.T) {
 }
 
 func TestLoseResponseStillPerformsTheClaim(t *testing.T) {
-	n := newNode(t, Config{})
-	n.sim.InjectFault(Fault{Verb: "claim", Mode: "lose-response", Count: 1})
+	n := newNode(t, sim.Config{})
+	n.sim.InjectFault(sim.Fault{Verb: "claim", Mode: "lose-response", Count: 1})
 	c, err := pool.NewClient(pool.ClientOptions{BaseURL: n.ts.URL, Token: tenantToken})
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +95,8 @@ func TestLoseResponseStillPerformsTheClaim(t *testing.T) {
 }
 
 func TestSlowFaultDelaysThenAnswers(t *testing.T) {
-	n := newNode(t, Config{})
-	n.sim.InjectFault(Fault{Verb: "info", Mode: "slow", Count: 1, Delay: 100 * time.Millisecond})
+	n := newNode(t, sim.Config{})
+	n.sim.InjectFault(sim.Fault{Verb: "info", Mode: "slow", Count: 1, Delay: 100 * time.Millisecond})
 	start := time.Now()
 	if status, _ := n.do("GET", "/v1/info", rootToken, nil); status != 200 {
 		t.Errorf("slow: %d", status)
@@ -106,11 +107,11 @@ func TestSlowFaultDelaysThenAnswers(t *testing.T) {
 }
 
 func TestUnknownFaultModePanics(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	defer func() {
 		if recover() == nil {
 			t.Error("a typo in a fault mode must not pass silently")
 		}
 	}()
-	n.sim.InjectFault(Fault{Mode: "5OO"})
+	n.sim.InjectFault(sim.Fault{Mode: "5OO"})
 }

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -41,11 +42,11 @@ var (
 // so that the wire format itself is what is checked.
 type node struct {
 	t   *testing.T
-	sim *Server
+	sim *sim.Server
 	ts  *httptest.Server
 }
 
-func newNode(t *testing.T, cfg Config) *node {
+func newNode(t *testing.T, cfg sim.Config) *node {
 	t.Helper()
 	if cfg.RootToken == "" {
 		cfg.RootToken = rootToken
@@ -59,7 +60,7 @@ func newNode(t *testing.T, cfg Config) *node {
 	if cfg.ColdLatency == 0 {
 		cfg.ColdLatency = -1
 	}
-	s, err := New(cfg)
+	s, err := sim.New(cfg)
 	if err != nil {
 		t.Fatalf("sim.New: %v", err)
 	}

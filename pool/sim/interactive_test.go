@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // execAs posts an exec and returns the status, the decoded result and the
@@ -31,7 +32,7 @@ func (n *node) execAs(id, token string, req pool.ExecRequest) (int, pool.ExecRes
 }
 
 func TestExecRunsTheFixedCommands(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
 	cases := []struct {
 		req            pool.ExecRequest
@@ -66,7 +67,7 @@ func TestExecRunsTheFixedCommands(t *testing.T) {
 
 // Every error answer of the spec, each an {"error": ...} body.
 func TestExecErrorAnswers(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
 	b := n.claim("ns/b", 60)
 	echo := pool.ExecRequest{Argv: []string{"echo", "hi"}}
@@ -103,7 +104,7 @@ func TestExecErrorAnswers(t *testing.T) {
 }
 
 func TestExecWakesAHibernatedSandbox(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
 	if !n.sim.Hibernate(a.ID) || !hibernated(n, a.ID) {
 		t.Fatal("Hibernate did not take")
@@ -119,7 +120,7 @@ func TestExecWakesAHibernatedSandbox(t *testing.T) {
 // A node out of buffered-exec memory answers 503 with Retry-After: 1 (here
 // it never has the 8 MiB one command holds).
 func TestExecMemoryExhaustedIs503(t *testing.T) {
-	n := newNode(t, Config{ExecMemory: pool.MaxExecOutput - 1})
+	n := newNode(t, sim.Config{ExecMemory: pool.MaxExecOutput - 1})
 	a := n.claim("ns/a", 60)
 	resp, body := n.send("POST", "/v1/sandboxes/"+a.ID+"/exec", a.Token, pool.ExecRequest{Argv: []string{"true"}})
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
@@ -132,7 +133,7 @@ func TestExecMemoryExhaustedIs503(t *testing.T) {
 // whose own half-close comes back as EOF: the whole payload is echoed.
 func TestPortsRelayCarriesBytesBothWaysWithHalfClose(t *testing.T) {
 	guest := testkit.EchoService(t)
-	n := newNode(t, Config{GuestPorts: map[int]string{8080: guest}})
+	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: guest}})
 	a := n.claim("ns/a", 60)
 	resp, c, br := n.upgrade(a.ID, a.Token, "8080", tcpUpgrade)
 	if resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "tcp" {
@@ -156,7 +157,7 @@ func TestPortsRelayCarriesBytesBothWaysWithHalfClose(t *testing.T) {
 // GuestLoopback: guest port P is 127.0.0.1:P on the host.
 func TestPortsRelayLoopbackMapsThePortAsIs(t *testing.T) {
 	guest := testkit.EchoService(t)
-	n := newNode(t, Config{GuestLoopback: true})
+	n := newNode(t, sim.Config{GuestLoopback: true})
 	a := n.claim("ns/a", 60)
 	_, port, _ := net.SplitHostPort(guest)
 	resp, c, br := n.upgrade(a.ID, a.Token, port, tcpUpgrade)
@@ -178,7 +179,7 @@ func TestPortsRelayErrorAnswers(t *testing.T) {
 	}
 	closedAddr := closed.Addr().String()
 	closed.Close()
-	n := newNode(t, Config{GuestPorts: map[int]string{8080: guest, 9090: closedAddr}})
+	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: guest, 9090: closedAddr}})
 	a := n.claim("ns/a", 60)
 	b := n.claim("ns/b", 60)
 	check := func(what, id, token, port string, hdr map[string]string, want int) string {
@@ -215,7 +216,7 @@ func TestPortsRelayErrorAnswers(t *testing.T) {
 // passive: it never wakes one, and is refused while the sandbox is paused.
 func TestPortsRelayRootIsPassive(t *testing.T) {
 	guest := testkit.EchoService(t)
-	n := newNode(t, Config{GuestPorts: map[int]string{8080: guest}})
+	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: guest}})
 	a := n.claim("ns/a", 60)
 	if resp, _, _ := n.upgrade(a.ID, rootToken, "8080", tcpUpgrade); resp.StatusCode != 101 {
 		t.Errorf("root relay to an awake sandbox: %d", resp.StatusCode)
@@ -239,7 +240,7 @@ func TestPortsRelayRootIsPassive(t *testing.T) {
 // longer the HTTP server's to close.
 func TestCloseEndsOpenRelays(t *testing.T) {
 	guest := testkit.EchoService(t)
-	n := newNode(t, Config{GuestPorts: map[int]string{8080: guest}})
+	n := newNode(t, sim.Config{GuestPorts: map[int]string{8080: guest}})
 	a := n.claim("ns/a", 60)
 	resp, _, br := n.upgrade(a.ID, a.Token, "8080", tcpUpgrade)
 	if resp.StatusCode != 101 {
@@ -254,7 +255,7 @@ func TestCloseEndsOpenRelays(t *testing.T) {
 }
 
 func TestStatsReportsMemoryAndHibernation(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
 	read := func() pool.Stats {
 		t.Helper()
@@ -284,14 +285,14 @@ func TestStatsReportsMemoryAndHibernation(t *testing.T) {
 }
 
 func TestConfigRejectsBadGuestPortsAndExecMemory(t *testing.T) {
-	for what, cfg := range map[string]Config{
+	for what, cfg := range map[string]sim.Config{
 		"port 0":          {GuestPorts: map[int]string{0: "127.0.0.1:1"}},
 		"port 65536":      {GuestPorts: map[int]string{65536: "127.0.0.1:1"}},
 		"address":         {GuestPorts: map[int]string{80: "localhost"}},
 		"negative memory": {ExecMemory: -1},
 	} {
 		cfg.RootToken = rootToken
-		if s, err := New(cfg); err == nil {
+		if s, err := sim.New(cfg); err == nil {
 			_ = s.Close()
 			t.Errorf("%s: accepted", what)
 		}

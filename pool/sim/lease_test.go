@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // near reports whether got is want within a second (the deadline is taken
@@ -20,7 +21,7 @@ func near(got, want time.Time) bool {
 // ttl_seconds 0 is five minutes; anything above 24h is granted 24h, not
 // refused; the answer's deadline is the grant, as is the row's.
 func TestClaimTTLDefaultsToFiveMinutesAndIsCappedAtADay(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	for _, tc := range []struct {
 		ttl  int64
 		want time.Duration
@@ -46,7 +47,7 @@ func TestClaimTTLDefaultsToFiveMinutesAndIsCappedAtADay(t *testing.T) {
 // A shortened MaxTTL caps the default too, and the reaper ends the lease
 // at the granted deadline, whatever was asked.
 func TestShortMaxTTLIsTheGrantAndTheReaperHonoursIt(t *testing.T) {
-	n := newNode(t, Config{MaxTTL: 2 * time.Second, DefaultTTL: time.Hour})
+	n := newNode(t, sim.Config{MaxTTL: 2 * time.Second, DefaultTTL: time.Hour})
 	asked := n.claim("ns/asked-an-hour", 3600)
 	dflt := n.claim("ns/default", 0)
 	for _, c := range []pool.ClaimResponse{asked, dflt} {
@@ -60,7 +61,7 @@ func TestShortMaxTTLIsTheGrantAndTheReaperHonoursIt(t *testing.T) {
 // Renew resets the lease to N seconds from now (shorter or longer than
 // before), defaults and caps like a claim, and the row and reaper follow.
 func TestRenewResetsTheLease(t *testing.T) {
-	n := newNode(t, Config{MaxTTL: time.Hour})
+	n := newNode(t, sim.Config{MaxTTL: time.Hour})
 	a := n.claim("ns/a", 600)
 	for _, tc := range []struct {
 		body any
@@ -91,7 +92,7 @@ func TestRenewResetsTheLease(t *testing.T) {
 }
 
 func TestRenewErrors(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a, b := n.claim("ns/a", 600), n.claim("ns/b", 600)
 	before := n.sim.Sandboxes()
 	for _, tc := range []struct {
@@ -115,8 +116,8 @@ func TestRenewErrors(t *testing.T) {
 	if after := n.sim.Sandboxes(); !after[0].Deadline.Equal(before[0].Deadline) {
 		t.Errorf("a refused renew moved the deadline from %v to %v", before[0].Deadline, after[0].Deadline)
 	}
-	if !n.sim.archive(a.ID) {
-		t.Fatal("archive: no such sandbox")
+	if !n.sim.Archive(a.ID) {
+		t.Fatal("Archive: no such sandbox")
 	}
 	status, _, body := renew(t, n, a.ID, a.Token, nil)
 	if status != 409 || !strings.Contains(string(body), "archived") {
@@ -130,9 +131,9 @@ func TestRenewErrors(t *testing.T) {
 // An archived sandbox stays listed and is never reaped, and gives up its
 // slot.
 func TestArchivedSandboxStaysAndFreesItsSlot(t *testing.T) {
-	n := newNode(t, Config{MaxClaims: 1})
+	n := newNode(t, sim.Config{MaxClaims: 1})
 	a := n.claim("ns/a", 1)
-	n.sim.archive(a.ID)
+	n.sim.Archive(a.ID)
 	b := n.claim("ns/b", 1)
 	testkit.WaitFor(t, 5*time.Second, "the live 1s lease to end", func() bool { return len(n.sim.Sandboxes()) == 1 })
 	got := n.list(rootToken, "")

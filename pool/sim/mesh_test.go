@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 var peers = []string{"10.0.0.6:7777", "10.0.0.7:7777"}
@@ -26,7 +27,7 @@ func claimAnswer(t *testing.T, n *node, req pool.ClaimRequest) (int, pool.ClaimR
 
 // A single node (the default) never redirects: a warm miss boots cold.
 func TestSingleNodeBootsAWarmMissCold(t *testing.T) {
-	n := newNode(t, Config{Pools: map[pool.Key]int{defaultKey: 0}})
+	n := newNode(t, sim.Config{Pools: map[pool.Key]int{defaultKey: 0}})
 	if status, r := claimAnswer(t, n, pool.ClaimRequest{Template: "default"}); status != 200 || r.ID == "" {
 		t.Errorf("warm miss on a single node: %d %v, want a cold-booted VM", status, r)
 	}
@@ -38,7 +39,7 @@ func TestSingleNodeBootsAWarmMissCold(t *testing.T) {
 // On a meshed node a warm miss is a redirect to the peers, and no VM;
 // with no_redirect the node boots it itself.
 func TestMeshRedirectsAWarmMissUnlessNoRedirect(t *testing.T) {
-	n := newNode(t, Config{Mesh: true, Redirect: peers, RefillDelay: time.Hour, Pools: map[pool.Key]int{defaultKey: 1}})
+	n := newNode(t, sim.Config{Mesh: true, Redirect: peers, RefillDelay: time.Hour, Pools: map[pool.Key]int{defaultKey: 1}})
 	if _, r := claimAnswer(t, n, pool.ClaimRequest{Template: "default"}); r.ID == "" {
 		t.Fatal("the warm VM was redirected")
 	}
@@ -58,16 +59,16 @@ func TestMeshRedirectsAWarmMissUnlessNoRedirect(t *testing.T) {
 	if info := n.info(); !slices.Equal(info.Peers, peers) {
 		t.Errorf("info peers %v, want %v", info.Peers, peers)
 	}
-	n.sim.setMesh(false)
+	n.sim.SetMesh(false)
 	if _, r := claimAnswer(t, n, pool.ClaimRequest{Template: "default"}); r.ID == "" {
-		t.Error("setMesh(false): still redirecting")
+		t.Error("SetMesh(false): still redirecting")
 	}
 }
 
 // A template a peer owns is redirected; with no_redirect it is cloned here.
 // Off the mesh it is just unknown.
 func TestMeshRedirectsAPeersTemplate(t *testing.T) {
-	n := newNode(t, Config{Mesh: true, Redirect: peers, PeerTemplates: []string{"py"}})
+	n := newNode(t, sim.Config{Mesh: true, Redirect: peers, PeerTemplates: []string{"py"}})
 	if _, r := claimAnswer(t, n, pool.ClaimRequest{Template: "py"}); !slices.Equal(r.Redirect, peers) {
 		t.Errorf("peer template: %v, want a redirect", r)
 	}
@@ -81,7 +82,7 @@ func TestMeshRedirectsAPeersTemplate(t *testing.T) {
 	if status, _ := claimAnswer(t, n, pool.ClaimRequest{Template: "rb"}); status != 400 {
 		t.Errorf("a template nobody owns: %d, want 400", status)
 	}
-	single := newNode(t, Config{PeerTemplates: []string{"py"}})
+	single := newNode(t, sim.Config{PeerTemplates: []string{"py"}})
 	if status, _ := claimAnswer(t, single, pool.ClaimRequest{Template: "py"}); status != 400 {
 		t.Errorf("a peer template on a single node: %d, want 400", status)
 	}
@@ -90,7 +91,7 @@ func TestMeshRedirectsAPeersTemplate(t *testing.T) {
 // A meshed node at max_claims redirects (a peer has capacity); with
 // no_redirect it is a 429, without Retry-After.
 func TestMeshAtMaxClaimsRedirectsOr429s(t *testing.T) {
-	n := newNode(t, Config{Mesh: true, Redirect: peers, MaxClaims: 1})
+	n := newNode(t, sim.Config{Mesh: true, Redirect: peers, MaxClaims: 1})
 	n.claim("ns/a", 60)
 	if _, r := claimAnswer(t, n, pool.ClaimRequest{Template: "default"}); !slices.Equal(r.Redirect, peers) {
 		t.Errorf("at max_claims: %v, want a redirect", r)
@@ -102,14 +103,14 @@ func TestMeshAtMaxClaimsRedirectsOr429s(t *testing.T) {
 	if info := n.info(); !info.AtCapacity || info.AtCapacityReason == "" {
 		t.Errorf("info at_capacity %v %q, want true with a reason", info.AtCapacity, info.AtCapacityReason)
 	}
-	n.sim.setCapacity(Capacity429) // the peers are full too
+	n.sim.SetCapacity(sim.Capacity429) // the peers are full too
 	if status, _ := claimAnswer(t, n, pool.ClaimRequest{Template: "default"}); status != 429 {
 		t.Errorf("capacity 429 on a meshed node: %d, want 429", status)
 	}
 }
 
 func TestDrainingNodeAnswers429(t *testing.T) {
-	n := newNode(t, Config{Mesh: true})
+	n := newNode(t, sim.Config{Mesh: true})
 	n.sim.SetDraining(true)
 	resp, _ := n.send("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "" {

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 func metadataQuery(pairs ...string) string {
@@ -23,7 +24,7 @@ func metadataQuery(pairs ...string) string {
 // Labels are fixed at claim time, echoed in the rows, and every filter
 // pair must match.
 func TestMetadataIsEchoedAndFilterable(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	web := map[string]string{"app": "web", "pod-uid": "u-1", "formula": "a=b&c"}
 	a := n.claimWith(tenantToken, pool.ClaimRequest{Template: "default", ClaimRef: "ns/a", Metadata: web})
 	b := n.claimWith(tenantToken, pool.ClaimRequest{Template: "default", ClaimRef: "ns/b", Metadata: map[string]string{"app": "web", "pod-uid": "u-2"}})
@@ -65,7 +66,7 @@ func TestMetadataIsEchoedAndFilterable(t *testing.T) {
 // The bounds of pool.ValidateMetadata are the server's: outside them a
 // claim is a 400, and no VM is made.
 func TestMetadataOutOfBoundsIs400(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	many := map[string]string{}
 	for i := range pool.MaxMetadataPairs + 1 {
 		many[fmt.Sprintf("k%d", i)] = "v"

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"log/slog"
@@ -7,10 +7,11 @@ import (
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 func TestMetricsServesCountersAndGaugesAsPrometheusText(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	n.claim("ns/a", 60)
 	n.do("GET", "/v1/sandboxes", tenantToken, nil)
 	status, body := n.do("GET", "/metrics", rootToken, nil)
@@ -33,7 +34,7 @@ func TestMetricsServesCountersAndGaugesAsPrometheusText(t *testing.T) {
 // By default /metrics is an operator surface; MetricsNoAuth opens it to a
 // scraper without a token.
 func TestMetricsNoAuthOpensTheScrape(t *testing.T) {
-	n := newNode(t, Config{MetricsNoAuth: true})
+	n := newNode(t, sim.Config{MetricsNoAuth: true})
 	for _, tok := range []string{"", tenantToken} {
 		if status, body := n.do("GET", "/metrics", tok, nil); status != 200 || !strings.Contains(string(body), "sandboxd_sim_claimed 0") {
 			t.Errorf("/metrics with %q: %d", tok, status)
@@ -43,7 +44,7 @@ func TestMetricsNoAuthOpensTheScrape(t *testing.T) {
 
 func TestRequestLogHasTheClaimButNeverAToken(t *testing.T) {
 	var logs testkit.Buffer
-	n := newNode(t, Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	n := newNode(t, sim.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	c := n.claim("ns/a", 60)
 	n.do("GET", "/v1/sandboxes/"+c.ID, rootToken, nil)
 	n.do("POST", "/v1/sandboxes/"+c.ID+"/renew", c.Token, pool.RenewRequest{TTLSeconds: 60})

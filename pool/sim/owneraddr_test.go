@@ -1,10 +1,11 @@
-package sim
+package sim_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // owner_addr is the node's, not the VM's: every claim carries the same
@@ -12,16 +13,16 @@ import (
 func TestOwnerAddrIsNodeWideInEveryForm(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  Config
+		cfg  sim.Config
 		want string
 	}{
-		{"default ip", Config{}, "10.77.0.1:7777"},
-		{"ip from a 3-octet prefix", Config{AddrPrefix: "192.168.7"}, "192.168.7.1:7777"},
-		{"ip from a 1-octet prefix", Config{AddrPrefix: "10."}, "10.0.0.1:7777"},
-		{"origin", Config{OwnerAddrMode: OwnerAddrOrigin}, "https://sandboxd-sim.example:8443"},
-		{"hostname", Config{OwnerAddrMode: OwnerAddrHostname}, "sandboxd-sim.example:7777"},
-		{"explicit origin", Config{OwnerAddrMode: OwnerAddrOrigin, OwnerAddr: "https://sbx.example:8443"}, "https://sbx.example:8443"},
-		{"explicit hostname", Config{OwnerAddr: "sbx-node-3.example:7777"}, "sbx-node-3.example:7777"},
+		{"default ip", sim.Config{}, "10.77.0.1:7777"},
+		{"ip from a 3-octet prefix", sim.Config{AddrPrefix: "192.168.7"}, "192.168.7.1:7777"},
+		{"ip from a 1-octet prefix", sim.Config{AddrPrefix: "10."}, "10.0.0.1:7777"},
+		{"origin", sim.Config{OwnerAddrMode: sim.OwnerAddrOrigin}, "https://sandboxd-sim.example:8443"},
+		{"hostname", sim.Config{OwnerAddrMode: sim.OwnerAddrHostname}, "sandboxd-sim.example:7777"},
+		{"explicit origin", sim.Config{OwnerAddrMode: sim.OwnerAddrOrigin, OwnerAddr: "https://sbx.example:8443"}, "https://sbx.example:8443"},
+		{"explicit hostname", sim.Config{OwnerAddr: "sbx-node-3.example:7777"}, "sbx-node-3.example:7777"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t, tc.cfg)
@@ -46,7 +47,7 @@ func TestOwnerAddrIsNodeWideInEveryForm(t *testing.T) {
 // A node that advertises no host leaves owner_addr out of the claim and
 // advertise_addr out of the info: absent, not empty.
 func TestOwnerAddrNoneIsOmitted(t *testing.T) {
-	n := newNode(t, Config{OwnerAddrMode: OwnerAddrNone})
+	n := newNode(t, sim.Config{OwnerAddrMode: sim.OwnerAddrNone})
 	status, body := n.do("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
 	if status != 200 || strings.Contains(string(body), "owner_addr") || !strings.Contains(string(body), `"id":"sb_`) {
 		t.Errorf("claim: %d %s, want an id and no owner_addr", status, body)
@@ -60,7 +61,7 @@ func TestOwnerAddrNoneIsOmitted(t *testing.T) {
 // per-claim is an opt-in that real sandboxd does not have, for tests
 // written against it: a distinct address per live claim, none advertised.
 func TestOwnerAddrPerClaimIsUniqueWithinThePrefix(t *testing.T) {
-	n := newNode(t, Config{OwnerAddrMode: ownerAddrPerClaim, AddrPrefix: "192.168.7"})
+	n := newNode(t, sim.Config{OwnerAddrMode: sim.OwnerAddrPerClaim, AddrPrefix: "192.168.7"})
 	seen := map[string]bool{}
 	for range 20 {
 		c := n.claim("", 60)

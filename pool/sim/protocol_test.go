@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"encoding/json"
@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 func TestClaimValidatesTokenThenBody(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	for _, tc := range []struct {
 		name, token string
 		body        any
@@ -40,7 +41,7 @@ func TestClaimValidatesTokenThenBody(t *testing.T) {
 
 // Bodies are capped at 1 MiB: one byte over is a 400, one under is read.
 func TestClaimBodyIsCappedAtOneMiB(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	padded := func(size int) string {
 		head := `{"template":"default","claim_ref":"`
 		tail := `"}`
@@ -58,7 +59,7 @@ func TestClaimBodyIsCappedAtOneMiB(t *testing.T) {
 // The token matrix of the package doc for the sandbox-scoped calls: a
 // wrong token is indistinguishable from an unknown id.
 func TestTokenMatrixForGetAndRelease(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a, b := n.claim("ns/a", 60), n.claim("ns/b", 60)
 	path := "/v1/sandboxes/" + a.ID
 
@@ -117,7 +118,7 @@ func TestTokenMatrixForGetAndRelease(t *testing.T) {
 
 // The operator surfaces: root yes, a tenant 403, an unknown token 401.
 func TestOperatorSurfacesAreRootOnly(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
 	for _, path := range []string{"/v1/info", "/v1/sandboxes/" + a.ID, "/v1/sandboxes/" + a.ID + "/stats", "/metrics"} {
 		for tok, want := range map[string]int{rootToken: 200, tenantToken: 403, "unknown": 401, "": 401} {
@@ -140,7 +141,7 @@ func TestOperatorSurfacesAreRootOnly(t *testing.T) {
 }
 
 func TestHealthzNeedsNoToken(t *testing.T) {
-	n := newNode(t, Config{TenantDBDown: true, Draining: true})
+	n := newNode(t, sim.Config{TenantDBDown: true, Draining: true})
 	if status, body := n.do("GET", "/healthz", "", nil); status != 200 || strings.TrimSpace(string(body)) != "ok" {
 		t.Errorf("/healthz: %d %q, want 200 ok", status, body)
 	}
@@ -149,7 +150,7 @@ func TestHealthzNeedsNoToken(t *testing.T) {
 // Rows are the index shape: no token in a listing, no owner_addr anywhere,
 // and the key with the server's default axes.
 func TestRowsCarryNeitherTokenNorOwnerAddr(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
 	_, list := n.do("GET", "/v1/sandboxes", rootToken, nil)
 	_, one := n.do("GET", "/v1/sandboxes/"+a.ID, rootToken, nil)
@@ -169,7 +170,7 @@ func TestRowsCarryNeitherTokenNorOwnerAddr(t *testing.T) {
 }
 
 func TestListFiltersByClaimRef(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
 	n.claim("ns/b", 60)
 	n.claim("ns/a-longer", 60)
@@ -182,7 +183,7 @@ func TestListFiltersByClaimRef(t *testing.T) {
 }
 
 func TestWrongMethodIs405(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	if status, _ := n.do("GET", "/v1/claim", tenantToken, nil); status != http.StatusMethodNotAllowed {
 		t.Errorf("GET /v1/claim: %d", status)
 	}

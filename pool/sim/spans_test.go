@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // With a TracerProvider, every request is a server span, a child of the
@@ -26,8 +27,8 @@ func TestServerSpanPerRequestJoinsTheCallersTrace(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	n := newNode(t, Config{TracerProvider: tp})
-	n.sim.InjectFault(Fault{Verb: pool.VerbClaim, Mode: "500", Count: 1})
+	n := newNode(t, sim.Config{TracerProvider: tp})
+	n.sim.InjectFault(sim.Fault{Verb: pool.VerbClaim, Mode: "500", Count: 1})
 
 	// The caller's span lives in another provider, as vk-sandbox's does.
 	caller := sdktrace.NewTracerProvider()

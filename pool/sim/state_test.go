@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"maps"
@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 func TestStateSurvivesARestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sim", "state.json")
-	cfg := Config{RootToken: rootToken, TenantTokens: map[string]string{tenantToken: tenantName}, Pools: map[pool.Key]int{defaultKey: 1}, StatePath: path}
+	cfg := sim.Config{RootToken: rootToken, TenantTokens: map[string]string{tenantToken: tenantName}, Pools: map[pool.Key]int{defaultKey: 1}, StatePath: path}
 
-	s1, err := New(cfg)
+	s1, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 		t.Fatalf("state file: %v, mode %v; want 0600 (it holds tokens)", err, fi.Mode())
 	}
 
-	s2, err := New(cfg)
+	s2, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestCorruptStateFileIsAnError(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"version":1,"sandboxes":[`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := New(Config{RootToken: rootToken, StatePath: path}); err == nil {
+	if s, err := sim.New(sim.Config{RootToken: rootToken, StatePath: path}); err == nil {
 		_ = s.Close()
 		t.Fatal("New accepted a corrupt state file")
 	}
@@ -75,7 +76,7 @@ func TestVersion1StateFileLoads(t *testing.T) {
 	if err := os.WriteFile(path, []byte(v1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{RootToken: rootToken, StatePath: path, Pools: map[pool.Key]int{defaultKey: 1}})
+	s, err := sim.New(sim.Config{RootToken: rootToken, StatePath: path, Pools: map[pool.Key]int{defaultKey: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"slices"
@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // A tenant lists only the rows it claimed, each carrying its name; root
 // lists every row, its own without a tenant.
 func TestTenantListsOnlyItsOwnClaims(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	mine := n.claim("ns/mine", 60)
 	theirs := n.claimWith(otherToken, pool.ClaimRequest{Template: "default", ClaimRef: "ns/theirs"})
 	roots := n.claimWith(rootToken, pool.ClaimRequest{Template: "default", ClaimRef: "ns/root"})
@@ -39,7 +40,7 @@ func TestTenantListsOnlyItsOwnClaims(t *testing.T) {
 // A tenant releases and renews with the sandbox token; its own tenant
 // token is not a sandbox credential.
 func TestTenantReleasesWithTheSandboxToken(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a := n.claim("ns/a", 60)
 	if status, _ := n.do("POST", "/v1/sandboxes/"+a.ID+"/renew", tenantToken, nil); status != 404 {
 		t.Errorf("renew with the tenant token: %d, want 404", status)
@@ -55,7 +56,7 @@ func TestTenantReleasesWithTheSandboxToken(t *testing.T) {
 // Each tenant is capped on its own; the cap is a 429 without Retry-After,
 // and the root token is not a tenant.
 func TestTenantCapIs429WithoutRetryAfter(t *testing.T) {
-	n := newNode(t, Config{TenantMaxClaims: 2, Mesh: true, Pools: map[pool.Key]int{defaultKey: 8}})
+	n := newNode(t, sim.Config{TenantMaxClaims: 2, Mesh: true, Pools: map[pool.Key]int{defaultKey: 8}})
 	a := n.claim("ns/a", 60)
 	n.claim("ns/b", 60)
 	resp, body := n.send("POST", "/v1/claim", tenantToken, pool.ClaimRequest{Template: "default"})
@@ -72,10 +73,10 @@ func TestTenantCapIs429WithoutRetryAfter(t *testing.T) {
 // A removed tenant's token is unknown from then on; its sandboxes stay,
 // may be released, and their renew is a 403.
 func TestRemovedTenant(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, sim.Config{})
 	a, b := n.claim("ns/a", 60), n.claim("ns/b", 60)
-	if !n.sim.removeTenant(tenantName) || n.sim.removeTenant(tenantName) {
-		t.Fatal("removeTenant: want true once, then false")
+	if !n.sim.RemoveTenant(tenantName) || n.sim.RemoveTenant(tenantName) {
+		t.Fatal("RemoveTenant: want true once, then false")
 	}
 	if status, _ := n.do("GET", "/v1/sandboxes", tenantToken, nil); status != 401 {
 		t.Errorf("list with the removed tenant's token: %d, want 401", status)
@@ -92,7 +93,7 @@ func TestRemovedTenant(t *testing.T) {
 	if status, _ := n.do("POST", "/v1/sandboxes/"+a.ID+"/release", a.Token, nil); status != 204 {
 		t.Errorf("release of a removed tenant's sandbox: %d, want 204", status)
 	}
-	n.sim.addTenant("new-acme-token", tenantName)
+	n.sim.AddTenant("new-acme-token", tenantName)
 	if status, _ := n.do("POST", "/v1/sandboxes/"+b.ID+"/renew", b.Token, nil); status != 200 {
 		t.Errorf("renew once the tenant is back: %d, want 200", status)
 	}
@@ -104,9 +105,9 @@ func TestRemovedTenant(t *testing.T) {
 // While the tenant database is down, anything that needs it is 503 with
 // Retry-After; the root token and sandbox-token releases go on working.
 func TestTenantDBDownIs503WithRetryAfter(t *testing.T) {
-	n := newNode(t, Config{TenantDBRetryAfter: 3 * time.Second})
+	n := newNode(t, sim.Config{TenantDBRetryAfter: 3 * time.Second})
 	a := n.claim("ns/a", 60)
-	n.sim.setTenantDBDown(true)
+	n.sim.SetTenantDBDown(true)
 	for _, tc := range []struct {
 		method, path, token string
 		body                any
@@ -131,24 +132,24 @@ func TestTenantDBDownIs503WithRetryAfter(t *testing.T) {
 	if status, _ := n.do("POST", "/v1/sandboxes/"+a.ID+"/release", a.Token, nil); status != 204 {
 		t.Errorf("sandbox-token release: %d, want 204", status)
 	}
-	n.sim.setTenantDBDown(false)
+	n.sim.SetTenantDBDown(false)
 	n.claim("ns/after", 60)
 }
 
 func TestTenantDBDownFromConfigDefaultsToOneSecond(t *testing.T) {
-	n := newNode(t, Config{TenantDBDown: true})
+	n := newNode(t, sim.Config{TenantDBDown: true})
 	resp, _ := n.send("GET", "/v1/sandboxes", tenantToken, nil)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
 		t.Errorf("list: %d Retry-After=%q, want 503 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
 
-// NodeToken, from before tenants, is a tenant token of nodeTenant.
+// NodeToken, from before tenants, is a tenant token of NodeTenant.
 func TestNodeTokenIsATenant(t *testing.T) {
-	n := newNode(t, Config{NodeToken: "legacy-node-token"})
+	n := newNode(t, sim.Config{NodeToken: "legacy-node-token"})
 	c := n.claimWith("legacy-node-token", pool.ClaimRequest{Template: "default"})
-	if got := n.list("legacy-node-token", ""); len(got) != 1 || got[0].ID != c.ID || got[0].Tenant != nodeTenant {
-		t.Errorf("node-token list %v, want its claim with tenant %q", got, nodeTenant)
+	if got := n.list("legacy-node-token", ""); len(got) != 1 || got[0].ID != c.ID || got[0].Tenant != sim.NodeTenant {
+		t.Errorf("node-token list %v, want its claim with tenant %q", got, sim.NodeTenant)
 	}
 	if status, _ := n.do("GET", "/v1/info", "legacy-node-token", nil); status != 403 {
 		t.Errorf("node-token info: %d, want 403", status)

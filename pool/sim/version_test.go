@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"encoding/json"
@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/cocoonstack/vk-sandbox/pool"
+	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
 // since is the first version with each behaviour, as sandboxd's own
 // history has it: the oracle the profiles are checked against.
 var since = map[string]string{
-	"stats": V1, "agent": V1,
-	"claim_ref_filter": V2, "token_read": V2, "claimed_at": V2, "renew": V2, "exec": V2, "ports": V2,
-	"metadata": V3, "advertise_addr": V3, "passive_relay": V3,
-	"tenant_db": V4,
+	"stats": sim.V1, "agent": sim.V1,
+	"claim_ref_filter": sim.V2, "token_read": sim.V2, "claimed_at": sim.V2, "renew": sim.V2, "exec": sim.V2, "ports": sim.V2,
+	"metadata": sim.V3, "advertise_addr": sim.V3, "passive_relay": sim.V3,
+	"tenant_db": sim.V4,
 }
 
 func has(version, feature string) bool { return version >= since[feature] } // "V1" < ... < "V5"
@@ -26,9 +27,9 @@ func has(version, feature string) bool { return version >= since[feature] } // "
 // and what every version has (root release by id, a tenant's own
 // listing) works everywhere.
 func TestAPIVersionProfiles(t *testing.T) {
-	for _, v := range APIVersions() {
+	for _, v := range sim.APIVersions() {
 		t.Run(v, func(t *testing.T) {
-			n := newNode(t, Config{APIVersion: v})
+			n := newNode(t, sim.Config{APIVersion: v})
 			mine := n.claimWith(tenantToken, pool.ClaimRequest{Template: "default", ClaimRef: "ns/a", Metadata: map[string]string{"app": "a"}})
 			other := n.claimWith(otherToken, pool.ClaimRequest{Template: "default", ClaimRef: "ns/b"})
 
@@ -94,8 +95,8 @@ func TestAPIVersionProfiles(t *testing.T) {
 			}
 			_, list := n.send("GET", "/v1/sandboxes", rootToken, nil)
 			for what, doc := range map[string][]byte{"info": info, "list": list} {
-				if strings.Contains(string(doc), `"engine":"ch"`) != (v == V1) {
-					t.Errorf("%s %s: want engine in keys %v", what, doc, v == V1)
+				if strings.Contains(string(doc), `"engine":"ch"`) != (v == sim.V1) {
+					t.Errorf("%s %s: want engine in keys %v", what, doc, v == sim.V1)
 				}
 			}
 
@@ -118,15 +119,15 @@ func TestAPIVersionProfiles(t *testing.T) {
 // V1 writes deadlines with nanosecond fractions; later versions with
 // milliseconds.
 func TestV1DeadlinesCarryNanoseconds(t *testing.T) {
-	for _, v := range []string{V1, V2} {
-		n := newNode(t, Config{APIVersion: v})
+	for _, v := range []string{sim.V1, sim.V2} {
+		n := newNode(t, sim.Config{APIVersion: v})
 		sub := false
 		for range 3 { // all three on a whole millisecond: a 1e-18 chance
 			c := n.claimWith(rootToken, pool.ClaimRequest{Template: "default"})
 			sub = sub || c.Deadline.Nanosecond()%int(time.Millisecond) != 0
 		}
-		if sub != (v == V1) {
-			t.Errorf("%s: sub-millisecond deadlines %v, want %v", v, sub, v == V1)
+		if sub != (v == sim.V1) {
+			t.Errorf("%s: sub-millisecond deadlines %v, want %v", v, sub, v == sim.V1)
 		}
 	}
 }
@@ -134,8 +135,8 @@ func TestV1DeadlinesCarryNanoseconds(t *testing.T) {
 // Before V3 the ports relay takes only the sandbox's own token: the root
 // token is as unknown as any other.
 func TestPassiveRootRelayOnlyFromV3(t *testing.T) {
-	for _, v := range []string{V2, V3} {
-		n := newNode(t, Config{APIVersion: v})
+	for _, v := range []string{sim.V2, sim.V3} {
+		n := newNode(t, sim.Config{APIVersion: v})
 		c := n.claim("ns/p", 60)
 		resp, _, _ := n.upgrade(c.ID, rootToken, "1", tcpUpgrade)
 		if (resp.StatusCode != 404) != has(v, "passive_relay") {
@@ -147,31 +148,31 @@ func TestPassiveRootRelayOnlyFromV3(t *testing.T) {
 // The tenant database, its 503 and renew's 403 for a removed tenant are
 // V4's; before, a removed tenant's sandbox still renews with its token.
 func TestTenantDatabaseOnlyFromV4(t *testing.T) {
-	for _, v := range []string{V3, V4} {
-		n := newNode(t, Config{APIVersion: v})
+	for _, v := range []string{sim.V3, sim.V4} {
+		n := newNode(t, sim.Config{APIVersion: v})
 		c := n.claim("ns/t", 60)
-		n.sim.removeTenant(tenantName)
+		n.sim.RemoveTenant(tenantName)
 		status, _, body := renew(t, n, c.ID, c.Token, pool.RenewRequest{TTLSeconds: 60})
 		if want := map[bool]int{true: 403, false: 200}[has(v, "tenant_db")]; status != want {
 			t.Errorf("%s: renew of a removed tenant's sandbox %d %s, want %d", v, status, body, want)
 		}
 		panicked := func() (p bool) {
 			defer func() { p = recover() != nil }()
-			n.sim.setTenantDBDown(true)
+			n.sim.SetTenantDBDown(true)
 			return false
 		}()
 		if panicked == has(v, "tenant_db") {
-			t.Errorf("%s: setTenantDBDown panicked %v", v, panicked)
+			t.Errorf("%s: SetTenantDBDown panicked %v", v, panicked)
 		}
-		n.sim.setTenantDBDown(false)
+		n.sim.SetTenantDBDown(false)
 	}
-	if _, err := New(Config{RootToken: rootToken, APIVersion: V3, TenantDBDown: true}); err == nil {
+	if _, err := sim.New(sim.Config{RootToken: rootToken, APIVersion: sim.V3, TenantDBDown: true}); err == nil {
 		t.Error("TenantDBDown accepted on V3")
 	}
 }
 
 func TestUnknownAPIVersionIsRefused(t *testing.T) {
-	_, err := New(Config{RootToken: rootToken, APIVersion: "V9"})
+	_, err := sim.New(sim.Config{RootToken: rootToken, APIVersion: "V9"})
 	if err == nil || !strings.Contains(err.Error(), "V1, V2, V3, V4, V5") {
 		t.Fatalf("APIVersion V9: %v", err)
 	}
