@@ -128,7 +128,7 @@ func openStore(t testing.TB, path string, fsync bool) *store.Store {
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
-	t.Cleanup(func() { _ = s.Close() }) // a second Close is ErrClosed: fine
+	t.Cleanup(func() { _ = s.Close() }) // a second Close is the store's closed error: fine
 	return s
 }
 

@@ -40,7 +40,7 @@ func (c *Client) Claim(ctx context.Context, r ClaimRequest) (ClaimResponse, erro
 		for _, p := range resp.Redirect {
 			peers = append(peers, scrub(p, maxExcerpt, c.token))
 		}
-		return ClaimResponse{}, &CapacityError{Verb: VerbClaim, Redirect: peers}
+		return ClaimResponse{}, &capacityError{Verb: VerbClaim, Redirect: peers}
 	case resp.ID == "":
 		return ClaimResponse{}, c.badResponse(x, status, "claim answer has neither id nor redirect", data)
 	case resp.Token == "":
@@ -88,7 +88,7 @@ func (c *Client) Renew(ctx context.Context, id, token string, ttlSeconds int64) 
 	}
 	// Renewing twice is harmless (the second grant wins), so it is retried
 	// like the other idempotent calls.
-	x := exchange{verb: VerbRenew, id: id, method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(id) + "/renew", token: token, body: body, limit: bodyLimit}
+	x := exchange{verb: verbRenew, id: id, method: http.MethodPost, path: "/v1/sandboxes/" + url.PathEscape(id) + "/renew", token: token, body: body, limit: bodyLimit}
 	return fetch(ctx, c, x, func(r *RenewResponse) string {
 		if r.Deadline.IsZero() {
 			return "renew answer has no deadline"

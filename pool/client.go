@@ -18,8 +18,8 @@ const (
 	VerbList    = "list"
 	VerbGet     = "get"
 	VerbInfo    = "info"
-	VerbRenew   = "renew"
-	VerbHealthz = "healthz"
+	verbRenew   = "renew"
+	verbHealthz = "healthz"
 	// The interactive surfaces: a buffered command, the ports relay's
 	// upgrade, one sandbox's resource usage, and the agent relay's upgrade
 	// (pool/agent dials it through DialUpgrade).
@@ -142,7 +142,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		obs:          o.Observer,
-		retry:        o.Retry.WithDefaults(),
+		retry:        o.Retry.withDefaults(),
 		pooled:       pooled,
 		trace:        newClientTracer(u),
 		attempt:      orDefault(o.AttemptTimeout, DefaultAttemptTimeout),

@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// VerbDetect names Detect's probes in Observer reports and errors, so that
+// verbDetect names Detect's probes in Observer reports and errors, so that
 // their deliberate 404s are not counted against the verbs they probe.
-const VerbDetect = "detect"
+const verbDetect = "detect"
 
 // TokenKind is what the client's node token proved to be.
 type TokenKind int
@@ -57,11 +57,11 @@ type Features struct {
 	Renew, Exec, Ports, Stats, Agent bool
 }
 
-// FeatureNames are the features' names, in a fixed order: the feature
+// featureNames are the features' names, in a fixed order: the feature
 // label of vksandbox_sandboxd_feature.
-var FeatureNames = []string{"metadata", "claim_ref_filter", "token_read", "renew", "exec", "ports", "stats", "agent"}
+var featureNames = []string{"metadata", "claim_ref_filter", "token_read", "renew", "exec", "ports", "stats", "agent"}
 
-// Names maps every name of FeatureNames to whether the node has it.
+// Names maps every name of featureNames to whether the node has it.
 func (f Features) Names() map[string]bool {
 	return map[string]bool{
 		"metadata": f.Metadata, "claim_ref_filter": f.ClaimRefFilter, "token_read": f.TokenRead,
@@ -74,7 +74,7 @@ func (f Features) String() string {
 	var b strings.Builder
 	b.WriteString("token=" + f.Token.String())
 	on := f.Names()
-	for _, n := range FeatureNames {
+	for _, n := range featureNames {
 		fmt.Fprintf(&b, " %s=%t", n, on[n])
 	}
 	return b.String()
@@ -84,7 +84,7 @@ func (f Features) String() string {
 func (f Features) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.String("token", f.Token.String())}
 	on := f.Names()
-	for _, n := range FeatureNames {
+	for _, n := range featureNames {
 		attrs = append(attrs, slog.Bool(n, on[n]))
 	}
 	return slog.GroupValue(attrs...)
@@ -139,7 +139,7 @@ func (c *Client) detect(ctx context.Context) (Features, error) {
 	var info probeInfo
 	err := ErrForbidden // a token known to be a tenant's does not ask a root-only surface again
 	if !c.Tenant() {
-		info, err = fetch[probeInfo](ctx, c, exchange{verb: VerbDetect, method: http.MethodGet, path: "/v1/info", token: c.token, limit: bodyLimit}, nil)
+		info, err = fetch[probeInfo](ctx, c, exchange{verb: verbDetect, method: http.MethodGet, path: "/v1/info", token: c.token, limit: bodyLimit}, nil)
 		c.learnTokenKind(err)
 	}
 	switch {
@@ -167,7 +167,7 @@ func (c *Client) detect(ctx context.Context) (Features, error) {
 		{"stats", &f.Stats, http.MethodGet, sb + "/stats", nil, ""},
 		{"agent", &f.Agent, http.MethodGet, sb + "/agent", nil, "silkd"},
 	} {
-		x := exchange{verb: VerbDetect, id: p.name, method: p.method, path: p.path, token: c.token, body: p.body, upgrade: p.upgrade}
+		x := exchange{verb: verbDetect, id: p.name, method: p.method, path: p.path, token: c.token, body: p.body, upgrade: p.upgrade}
 		if *p.into, err = c.routed(ctx, x); err != nil {
 			return f, fmt.Errorf("sandboxd detect: %s: %w", p.name, err)
 		}
@@ -176,7 +176,7 @@ func (c *Client) detect(ctx context.Context) (Features, error) {
 	f.TokenRead = f.Renew && f.Token == TokenRoot
 
 	list := func(name string, q url.Values) (probeList, error) {
-		x := exchange{verb: VerbDetect, id: name, method: http.MethodGet, path: "/v1/sandboxes", token: c.token, limit: listBodyLimit, query: q}
+		x := exchange{verb: verbDetect, id: name, method: http.MethodGet, path: "/v1/sandboxes", token: c.token, limit: listBodyLimit, query: q}
 		return fetch(ctx, c, x, func(l *probeList) string {
 			if l.Sandboxes == nil {
 				return "listing has no sandboxes array"

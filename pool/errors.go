@@ -67,19 +67,19 @@ func (e *HTTPError) Is(target error) bool {
 	return false
 }
 
-// CapacityError is a claim answered 200 with only a redirect list: the node
+// capacityError is a claim answered 200 with only a redirect list: the node
 // is full and names peers that may have room.
-type CapacityError struct {
+type capacityError struct {
 	Verb     string
 	Redirect []string
 }
 
-func (e *CapacityError) Error() string {
+func (e *capacityError) Error() string {
 	return fmt.Sprintf("sandboxd %s: capacity miss, redirect to %s", e.Verb, strings.Join(e.Redirect, ","))
 }
 
 // Is makes errors.Is(err, ErrCapacity) true.
-func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
+func (e *capacityError) Is(target error) bool { return target == ErrCapacity }
 
 // badResponseError is a 2xx the client cannot use. It keeps only a short,
 // scrubbed excerpt of the body: enough to recognise an HTML error page or a
@@ -134,8 +134,8 @@ func IsRetryable(err error) bool {
 	return false
 }
 
-// RetryAfter is the server's Retry-After hint carried by err, or 0.
-func RetryAfter(err error) time.Duration {
+// retryAfter is the server's Retry-After hint carried by err, or 0.
+func retryAfter(err error) time.Duration {
 	var he *HTTPError
 	if errors.As(err, &he) {
 		return he.RetryAfter
@@ -153,9 +153,9 @@ func StatusCode(err error) int {
 	return 0
 }
 
-// Redirects is the peer list of a capacity miss, or nil.
-func Redirects(err error) []string {
-	var ce *CapacityError
+// redirects is the peer list of a capacity miss, or nil.
+func redirects(err error) []string {
+	var ce *capacityError
 	if errors.As(err, &ce) {
 		return ce.Redirect
 	}

@@ -52,7 +52,7 @@ func TestZeroRetryPolicyTakesTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.retry != DefaultRetry {
+	if c.retry != defaultRetry {
 		t.Errorf("zero RetryPolicy took %+v, want the defaults", c.retry)
 	}
 }

@@ -11,8 +11,8 @@ import (
 // "sandboxd is down" apart from "the token is refused", which only a call
 // that carries the token (Info) can show.
 func (c *Client) Healthz(ctx context.Context) error {
-	x := exchange{verb: VerbHealthz, method: http.MethodGet, path: "/healthz", limit: errBodyLimit}
-	return c.withRetry(ctx, VerbHealthz, func() error {
+	x := exchange{verb: verbHealthz, method: http.MethodGet, path: "/healthz", limit: errBodyLimit}
+	return c.withRetry(ctx, verbHealthz, func() error {
 		_, _, err := c.once(ctx, x)
 		return err
 	})

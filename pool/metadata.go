@@ -9,9 +9,9 @@ import (
 // sandboxd's bounds on claim metadata. A claim outside them is a 400.
 const (
 	MaxMetadataPairs    = 16
-	MaxMetadataKeyLen   = 128
-	MaxMetadataValueLen = 512
-	MaxMetadataJSON     = 4 << 10
+	maxMetadataKeyLen   = 128
+	maxMetadataValueLen = 512
+	maxMetadataJSON     = 4 << 10
 )
 
 // ValidateMetadata checks labels against sandboxd's bounds: at most 16
@@ -23,16 +23,16 @@ func ValidateMetadata(m map[string]string) error {
 		return fmt.Errorf("metadata: %d pairs, at most %d", len(m), MaxMetadataPairs)
 	}
 	for k, v := range m {
-		if len(k) == 0 || len(k) > MaxMetadataKeyLen {
-			return fmt.Errorf("metadata key %q: want 1-%d bytes", k, MaxMetadataKeyLen)
+		if len(k) == 0 || len(k) > maxMetadataKeyLen {
+			return fmt.Errorf("metadata key %q: want 1-%d bytes", k, maxMetadataKeyLen)
 		}
 		for i := 0; i < len(k); i++ {
 			if c := k[i]; c < 0x21 || c > 0x7e || c == '=' || c == '&' {
 				return fmt.Errorf("metadata key %q: printable ASCII without '=' or '&' only", k)
 			}
 		}
-		if len(v) > MaxMetadataValueLen {
-			return fmt.Errorf("metadata key %q: value of %d bytes, at most %d", k, len(v), MaxMetadataValueLen)
+		if len(v) > maxMetadataValueLen {
+			return fmt.Errorf("metadata key %q: value of %d bytes, at most %d", k, len(v), maxMetadataValueLen)
 		}
 	}
 	if len(m) > 0 {
@@ -40,8 +40,8 @@ func ValidateMetadata(m map[string]string) error {
 		if err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
-		if len(b) > MaxMetadataJSON {
-			return fmt.Errorf("metadata: %d bytes as JSON, at most %d", len(b), MaxMetadataJSON)
+		if len(b) > maxMetadataJSON {
+			return fmt.Errorf("metadata: %d bytes as JSON, at most %d", len(b), maxMetadataJSON)
 		}
 	}
 	return nil

@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// OwnerHost is the host part of an owner_addr, in each form a node may
+// ownerHost is the host part of an owner_addr, in each form a node may
 // answer with: "10.0.0.5:7777", "[fd00::5]:7777", a bare host, or a full
 // origin such as "https://sbx.example:8443". An empty or unparsable value
 // gives "". The host may be a name rather than an IP: see OwnerIP.
-func OwnerHost(addr string) string {
+func ownerHost(addr string) string {
 	addr = strings.TrimSpace(addr)
 	if addr == "" {
 		return ""
@@ -33,7 +33,7 @@ func OwnerHost(addr string) string {
 // false otherwise (absent, a hostname, or garbage). Only an IP may become a
 // Pod IP.
 func OwnerIP(addr string) (netip.Addr, bool) {
-	ip, err := netip.ParseAddr(OwnerHost(addr))
+	ip, err := netip.ParseAddr(ownerHost(addr))
 	if err != nil || ip.Zone() != "" {
 		return netip.Addr{}, false
 	}

@@ -1,10 +1,8 @@
-package pool_test
+package pool
 
 import (
 	"strings"
 	"testing"
-
-	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
 // Every owner_addr form a real node answers with: only an IP host may
@@ -27,10 +25,10 @@ func TestOwnerIPTakesOnlyAnIPHostFromEveryOwnerAddrForm(t *testing.T) {
 		{"[fe80::1%eth0]:7777", "fe80::1%eth0", ""},
 		{"http://%zz", "", ""},
 	} {
-		if got := pool.OwnerHost(tc.addr); got != tc.host {
-			t.Errorf("OwnerHost(%q) = %q, want %q", tc.addr, got, tc.host)
+		if got := ownerHost(tc.addr); got != tc.host {
+			t.Errorf("ownerHost(%q) = %q, want %q", tc.addr, got, tc.host)
 		}
-		ip, ok := pool.OwnerIP(tc.addr)
+		ip, ok := OwnerIP(tc.addr)
 		if ok != (tc.ip != "") || (ok && ip.String() != tc.ip) {
 			t.Errorf("OwnerIP(%q) = %v, %v; want %q", tc.addr, ip, ok, tc.ip)
 		}
@@ -39,10 +37,10 @@ func TestOwnerIPTakesOnlyAnIPHostFromEveryOwnerAddrForm(t *testing.T) {
 
 func TestValidateMetadataEnforcesSandboxdBounds(t *testing.T) {
 	ok := map[string]string{"managed-by": "vk-sandbox", "vk-sandbox/node": "n1", "k": strings.Repeat("v", 512)}
-	if err := pool.ValidateMetadata(ok); err != nil {
+	if err := ValidateMetadata(ok); err != nil {
 		t.Fatalf("within bounds: %v", err)
 	}
-	if err := pool.ValidateMetadata(nil); err != nil {
+	if err := ValidateMetadata(nil); err != nil {
 		t.Fatalf("no labels: %v", err)
 	}
 	many := map[string]string{}
@@ -64,7 +62,7 @@ func TestValidateMetadataEnforcesSandboxdBounds(t *testing.T) {
 		"long value":     {"k": strings.Repeat("v", 513)},
 		"over 4 KiB":     big,
 	} {
-		if err := pool.ValidateMetadata(m); err == nil {
+		if err := ValidateMetadata(m); err == nil {
 			t.Errorf("%s: accepted, want an error", name)
 		}
 	}
@@ -73,12 +71,12 @@ func TestValidateMetadataEnforcesSandboxdBounds(t *testing.T) {
 // Servers that predate the filters ignore them, so a row must match on the
 // client side too.
 func TestListOptionsMatchClaimRefAndEveryLabel(t *testing.T) {
-	o := pool.ListOptions{ClaimRef: "vk-sandbox/n1/ns/a", Metadata: map[string]string{"managed-by": "vk-sandbox", "vk-sandbox/node": "n1"}}
-	row := pool.Sandbox{ClaimRef: "vk-sandbox/n1/ns/a", Metadata: map[string]string{"managed-by": "vk-sandbox", "vk-sandbox/node": "n1", "x": "y"}}
+	o := ListOptions{ClaimRef: "vk-sandbox/n1/ns/a", Metadata: map[string]string{"managed-by": "vk-sandbox", "vk-sandbox/node": "n1"}}
+	row := Sandbox{ClaimRef: "vk-sandbox/n1/ns/a", Metadata: map[string]string{"managed-by": "vk-sandbox", "vk-sandbox/node": "n1", "x": "y"}}
 	if !o.Matches(row) {
 		t.Fatal("a row with every label and the claim_ref does not match")
 	}
-	for name, r := range map[string]pool.Sandbox{
+	for name, r := range map[string]Sandbox{
 		"other claim_ref": {ClaimRef: "ns/a", Metadata: row.Metadata},
 		"missing label":   {ClaimRef: row.ClaimRef, Metadata: map[string]string{"managed-by": "vk-sandbox"}},
 		"other node":      {ClaimRef: row.ClaimRef, Metadata: map[string]string{"managed-by": "vk-sandbox", "vk-sandbox/node": "n2"}},
@@ -88,7 +86,7 @@ func TestListOptionsMatchClaimRefAndEveryLabel(t *testing.T) {
 			t.Errorf("%s: matches, want not", name)
 		}
 	}
-	if !(pool.ListOptions{}).Matches(pool.Sandbox{}) {
+	if !(ListOptions{}).Matches(Sandbox{}) {
 		t.Error("the empty filter must match every row")
 	}
 }

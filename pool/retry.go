@@ -25,8 +25,8 @@ type RetryPolicy struct {
 	InitialInterval, MaxInterval time.Duration
 }
 
-// DefaultRetry is the client's policy for the idempotent calls.
-var DefaultRetry = RetryPolicy{MaxAttempts: 5, MaxElapsed: 10 * time.Second, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second}
+// defaultRetry is the client's policy for the idempotent calls.
+var defaultRetry = RetryPolicy{MaxAttempts: 5, MaxElapsed: 10 * time.Second, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second}
 
 // Or returns p with every zero (or negative) field taken from d.
 func (p RetryPolicy) Or(d RetryPolicy) RetryPolicy {
@@ -46,8 +46,8 @@ func (p RetryPolicy) Or(d RetryPolicy) RetryPolicy {
 	return p
 }
 
-// WithDefaults returns p with every zero field taken from DefaultRetry.
-func (p RetryPolicy) WithDefaults() RetryPolicy { return p.Or(DefaultRetry) }
+// withDefaults returns p with every zero field taken from defaultRetry.
+func (p RetryPolicy) withDefaults() RetryPolicy { return p.Or(defaultRetry) }
 
 // withRetry runs op until it succeeds, fails permanently (IsRetryable is
 // false), or the policy or ctx runs out. Every retry adds a "sandboxd.retry"
@@ -110,7 +110,7 @@ type BackOff struct {
 
 // NewBackOff starts the schedule of one call made under ctx.
 func (p RetryPolicy) NewBackOff(ctx context.Context) *BackOff {
-	p = p.WithDefaults()
+	p = p.withDefaults()
 	exp := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(p.InitialInterval),
 		backoff.WithMaxInterval(p.MaxInterval),
@@ -122,7 +122,7 @@ func (p RetryPolicy) NewBackOff(ctx context.Context) *BackOff {
 
 // Observe records the failure the next wait follows: its Retry-After, if
 // any, becomes that wait's floor.
-func (h *BackOff) Observe(err error) { h.floor = RetryAfter(err) }
+func (h *BackOff) Observe(err error) { h.floor = retryAfter(err) }
 
 func (h *BackOff) NextBackOff() time.Duration {
 	if h.left == 0 {

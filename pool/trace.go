@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TracerName names the client's tracer (the instrumentation scope of the
+// tracerName names the client's tracer (the instrumentation scope of the
 // sandboxd.* spans).
-const TracerName = "github.com/cocoonstack/vk-sandbox/pool"
+const tracerName = "github.com/cocoonstack/vk-sandbox/pool"
 
 // propagator is explicit rather than the global one: the telemetry
 // contract (docs/observability.md) requires W3C traceparent towards
@@ -32,7 +32,7 @@ var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient
 // spanNames are the span names of the verbs, built once ("sandboxd.claim").
 var spanNames = func() map[string]string {
 	m := map[string]string{}
-	for _, v := range []string{VerbClaim, VerbRelease, VerbList, VerbGet, VerbInfo, VerbRenew, VerbHealthz, VerbExec, VerbPorts, VerbStats} {
+	for _, v := range []string{VerbClaim, VerbRelease, VerbList, VerbGet, VerbInfo, verbRenew, verbHealthz, VerbExec, VerbPorts, VerbStats} {
 		m[v] = "sandboxd." + v
 	}
 	return m
@@ -73,7 +73,7 @@ func newClientTracer(u *url.URL) clientTracer {
 		}
 	}
 	return clientTracer{
-		tracer: otel.GetTracerProvider().Tracer(TracerName),
+		tracer: otel.GetTracerProvider().Tracer(tracerName),
 		server: []attribute.KeyValue{semconv.ServerAddress(host), semconv.ServerPort(port)},
 	}
 }

@@ -124,8 +124,9 @@ func TestDocsStateTheRulesTheFlagsKeep(t *testing.T) {
 	}
 }
 
-// poolVerbs are the values of the Verb* constants of pool/client.go, read
-// from the source so a new verb needs no change here.
+// poolVerbs are the values of the verb constants of pool/client.go (Verb*,
+// or verb* for those no other package names), read from the source so a
+// new verb needs no change here.
 func poolVerbs(t *testing.T) []string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "../../pool/client.go", nil, 0)
@@ -139,7 +140,7 @@ func poolVerbs(t *testing.T) []string {
 			return true
 		}
 		for i, name := range vs.Names {
-			if strings.HasPrefix(name.Name, "Verb") && i < len(vs.Values) {
+			if (strings.HasPrefix(name.Name, "Verb") || strings.HasPrefix(name.Name, "verb")) && i < len(vs.Values) {
 				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
 					v, _ := strconv.Unquote(lit.Value)
 					verbs = append(verbs, v)

@@ -84,9 +84,9 @@ func wantsUpgrade(r *http.Request, proto string) bool {
 	return false
 }
 
-// SetAgentProto sets the proto silkd reports in info: 1 serves one RPC a
+// setAgentProto sets the proto silkd reports in info: 1 serves one RPC a
 // connection, 2 serves them back to back.
-func (s *Server) SetAgentProto(p int) { s.agentProto.Store(int64(max(p, 1))) }
+func (s *Server) setAgentProto(p int) { s.agentProto.Store(int64(max(p, 1))) }
 
 // silkReq is any request frame; which fields matter depends on Op.
 type silkReq struct {
@@ -181,7 +181,7 @@ func (o output) Write(p []byte) (int, error) {
 func (s *Server) initGuests() {
 	s.guests.shell = s.cfg.GuestHostShell
 	s.guests.killed = func() { s.counters.inc(counterAgentKill) }
-	s.SetAgentProto(cmp.Or(s.cfg.AgentProto, 2))
+	s.setAgentProto(cmp.Or(s.cfg.AgentProto, 2))
 }
 
 // GuestProcs is sandbox id's silkd process table (test use): every

@@ -21,12 +21,12 @@ type Config struct {
 	// TenantTokens maps a tenant token to its tenant name. A tenant may
 	// claim, list its own rows, and release or renew its sandboxes with
 	// their sandbox tokens; the operator surfaces answer it 403. Several
-	// tokens may name one tenant. AddTenant and RemoveTenant change the set
+	// tokens may name one tenant. addTenant and removeTenant change the set
 	// at runtime.
 	TenantTokens map[string]string
 	// NodeToken is kept for callers written before tenants: it is one more
-	// tenant token, of the tenant NodeTenant, with a tenant's rights (it no
-	// longer reads one row or the node info).
+	// tenant token, of the tenant "node" (nodeTenant), with a tenant's
+	// rights (it no longer reads one row or the node info).
 	NodeToken string
 	// TenantMaxClaims caps each tenant's live sandboxes; 0 is unlimited. At
 	// the cap a tenant's claim is 429, never a redirect.
@@ -156,8 +156,8 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 }
 
-// NodeTenant is the tenant name of Config.NodeToken.
-const NodeTenant = "node"
+// nodeTenant is the tenant name of Config.NodeToken.
+const nodeTenant = "node"
 
 // Capacity modes.
 const (
@@ -171,7 +171,7 @@ const (
 	OwnerAddrOrigin   = "origin"
 	OwnerAddrHostname = "hostname"
 	OwnerAddrNone     = "none"
-	OwnerAddrPerClaim = "per-claim"
+	ownerAddrPerClaim = "per-claim"
 )
 
 // Server defaults of real sandboxd, and the emulator's own.
@@ -301,17 +301,17 @@ func normalizeKey(k pool.Key) pool.Key {
 }
 
 // tenantTokens is a private copy of TenantTokens with NodeToken folded in,
-// so that AddTenant never writes to the caller's map.
+// so that addTenant never writes to the caller's map.
 func tenantTokens(c Config) (map[string]string, error) {
 	out := maps.Clone(c.TenantTokens)
 	if out == nil {
 		out = map[string]string{}
 	}
 	if c.NodeToken != "" {
-		if name, ok := out[c.NodeToken]; ok && name != NodeTenant {
+		if name, ok := out[c.NodeToken]; ok && name != nodeTenant {
 			return nil, fmt.Errorf("sim: NodeToken is also the token of tenant %q", name)
 		}
-		out[c.NodeToken] = NodeTenant
+		out[c.NodeToken] = nodeTenant
 	}
 	for tok, name := range out {
 		if err := validTenant(tok, name, c.RootToken); err != nil {

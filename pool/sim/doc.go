@@ -47,7 +47,7 @@
 // hence 403 rather than 401. Release and renew answer a wrong token exactly
 // like an unknown id, 404, so that neither can be told from the other. A
 // row records the tenant that claimed it ("" for root); a tenant removed
-// with RemoveTenant leaves its rows, and their renew is a 403.
+// with removeTenant leaves its rows, and their renew is a 403.
 //
 // While the tenant database is down (TenantDBDown) every token but root
 // needs it to be told apart, so claim, list and the operator surfaces
@@ -111,9 +111,9 @@
 //
 // # Test knobs
 //
-// The Set* methods, AddTenant, RemoveTenant, Archive, Expire, SetDeadline,
-// Hibernate, Fail and InjectFault change behaviour at runtime and are safe
-// for concurrent use. Counters counts requests per verb (also at GET
+// The Set* and set* methods, addTenant, removeTenant, archive, Expire,
+// SetDeadline, Hibernate, Fail and InjectFault change behaviour at runtime
+// and are safe for concurrent use. Counters counts requests per verb (also at GET
 // /metrics and in /v1/info), so that a test can assert "exactly N claims,
 // M releases".
 package sim

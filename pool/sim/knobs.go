@@ -9,8 +9,8 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool"
 )
 
-// SetFailRate sets the share of claims answered 500, clamped to [0,1].
-func (s *Server) SetFailRate(f float64) {
+// setFailRate sets the share of claims answered 500, clamped to [0,1].
+func (s *Server) setFailRate(f float64) {
 	s.failRate.Store(math.Float64bits(min(max(f, 0), 1)))
 }
 
@@ -23,10 +23,10 @@ func (s *Server) SetLoseAnswerRate(f float64) {
 // SetMaxClaims caps live sandboxes; 0 is unlimited.
 func (s *Server) SetMaxClaims(n int) { s.maxClaims.Store(int64(max(n, 0))) }
 
-// SetCapacity sets the answer of a node at MaxClaims: "429" or "redirect".
+// setCapacity sets the answer of a node at MaxClaims: "429" or "redirect".
 // Any other value panics: a typo in a test must not silently test the
 // other mode.
-func (s *Server) SetCapacity(mode string) {
+func (s *Server) setCapacity(mode string) {
 	if err := validCapacity(mode); err != nil {
 		panic(err)
 	}
@@ -66,38 +66,38 @@ type claimHold struct {
 	left atomic.Int64
 }
 
-// SetMesh turns warm-miss and peer-template redirects on or off. It leaves
-// the capacity answer (SetCapacity) alone.
-func (s *Server) SetMesh(on bool) { s.mesh.Store(on) }
+// setMesh turns warm-miss and peer-template redirects on or off. It leaves
+// the capacity answer (setCapacity) alone.
+func (s *Server) setMesh(on bool) { s.mesh.Store(on) }
 
 // SetDraining makes every claim a 429 while on, as a node being drained.
 func (s *Server) SetDraining(on bool) { s.draining.Store(on) }
 
-// SetTenantDBDown makes requests that need the tenant database answer 503
+// setTenantDBDown makes requests that need the tenant database answer 503
 // with Retry-After while on (see Config.TenantDBDown). An API version
 // without a tenant database panics: a test must not silently test a node
 // that cannot fail that way.
-func (s *Server) SetTenantDBDown(down bool) {
+func (s *Server) setTenantDBDown(down bool) {
 	if down && !s.api.TenantAPI {
-		panic("sim: SetTenantDBDown: API " + s.cfg.APIVersion + " has no tenant database")
+		panic("sim: setTenantDBDown: API " + s.cfg.APIVersion + " has no tenant database")
 	}
 	s.tenantDBDown.Store(down)
 }
 
-// AddTenant adds a tenant token, as sandboxd's tenant API does. An empty
+// addTenant adds a tenant token, as sandboxd's tenant API does. An empty
 // name or token, or the root token, panics: a test must not silently run
 // without the tenant it meant to add.
-func (s *Server) AddTenant(token, name string) {
+func (s *Server) addTenant(token, name string) {
 	if err := validTenant(token, name, s.cfg.RootToken); err != nil {
 		panic(err)
 	}
 	s.tenants.add(token, name)
 }
 
-// RemoveTenant removes every token of the tenant: they get 401 from then
+// removeTenant removes every token of the tenant: they get 401 from then
 // on, and a renew of the tenant's sandboxes 403. Its sandboxes stay until
 // released or reaped. It reports whether the tenant existed.
-func (s *Server) RemoveTenant(name string) bool { return s.tenants.remove(name) }
+func (s *Server) removeTenant(name string) bool { return s.tenants.remove(name) }
 
 // OwnerAddr is the owner_addr every claim of this node carries, "" when the
 // node advertises none (the none and per-claim modes).
@@ -120,10 +120,10 @@ func (s *Server) Expire(id string) { s.ix.remove(id) }
 // SetDeadline moves a sandbox's lease end; the reaper honours it.
 func (s *Server) SetDeadline(id string, t time.Time) { s.ix.setDeadline(id, t) }
 
-// Archive marks a sandbox archived, as a lease that ended with
+// archive marks a sandbox archived, as a lease that ended with
 // on_expire=archive would: it stays listed, is never reaped, gives up its
 // slot, and a renew of it is a 409. It reports whether the sandbox exists.
-func (s *Server) Archive(id string) bool { return s.ix.archive(id) }
+func (s *Server) archive(id string) bool { return s.ix.archive(id) }
 
 // TraceIDs returns the W3C trace ids seen on claim requests, oldest first.
 func (s *Server) TraceIDs() []string { return s.traces.snapshot() }

@@ -20,8 +20,8 @@ import (
 // traceProp reads the caller's traceparent.
 var traceProp = propagation.TraceContext{}
 
-// TracerName is the instrumentation scope of the emulator's server spans.
-const TracerName = "github.com/cocoonstack/vk-sandbox/pool/sim"
+// tracerName is the instrumentation scope of the emulator's server spans.
+const tracerName = "github.com/cocoonstack/vk-sandbox/pool/sim"
 
 // route wraps a verb's handler with what every request gets: the verb
 // counter, the trace id, fault injection, a server span (with

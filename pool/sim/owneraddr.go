@@ -19,7 +19,7 @@ const (
 // advertises no single address.
 func nodeOwnerAddr(c Config, ar addrRange) (string, error) {
 	switch c.OwnerAddrMode {
-	case OwnerAddrNone, OwnerAddrPerClaim:
+	case OwnerAddrNone, ownerAddrPerClaim:
 		if c.OwnerAddr != "" {
 			return "", fmt.Errorf("sim: OwnerAddr %q contradicts OwnerAddrMode %q", c.OwnerAddr, c.OwnerAddrMode)
 		}
@@ -27,7 +27,7 @@ func nodeOwnerAddr(c Config, ar addrRange) (string, error) {
 	case OwnerAddrIP, OwnerAddrOrigin, OwnerAddrHostname:
 	default:
 		return "", fmt.Errorf("sim: OwnerAddrMode %q: want %s, %s, %s, %s or %s", c.OwnerAddrMode,
-			OwnerAddrIP, OwnerAddrOrigin, OwnerAddrHostname, OwnerAddrNone, OwnerAddrPerClaim)
+			OwnerAddrIP, OwnerAddrOrigin, OwnerAddrHostname, OwnerAddrNone, ownerAddrPerClaim)
 	}
 	if c.OwnerAddr != "" {
 		return c.OwnerAddr, nil

@@ -73,14 +73,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, api: api, log: cfg.Logger, ownerAddr: owner,
-		ix:       newIndex(cfg.Pools, ar, cfg.OwnerAddrMode == OwnerAddrPerClaim, cfg.RefillDelay),
+		ix:       newIndex(cfg.Pools, ar, cfg.OwnerAddrMode == ownerAddrPerClaim, cfg.RefillDelay),
 		tenants:  newTenantSet(cfg.TenantTokens),
 		peers:    map[string]bool{},
 		counters: newCounterSet(),
 		stop:     make(chan struct{}), done: make(chan struct{}),
 	}
 	if cfg.TracerProvider != nil {
-		s.tracer = cfg.TracerProvider.Tracer(TracerName)
+		s.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
 	for _, t := range cfg.PeerTemplates {
 		s.peers[t] = true
@@ -90,7 +90,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.SetFailRate(cfg.FailRate)
+	s.setFailRate(cfg.FailRate)
 	s.SetLoseAnswerRate(cfg.LoseAnswerRate)
 	s.SetMaxClaims(cfg.MaxClaims)
 	s.capacity.Store(&cfg.Capacity)

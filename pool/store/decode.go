@@ -11,18 +11,18 @@ import (
 	"time"
 )
 
-// CorruptError is the startup error for a state file that is damaged
+// corruptError is the startup error for a state file that is damaged
 // somewhere other than its tail, or is in no known format. The store refuses
 // to start: the file is the only authority to release this node's VMs, and
 // guessing could lose a release credential. Reason never quotes file bytes.
-type CorruptError struct {
+type corruptError struct {
 	Path   string
 	Offset int64 // byte offset of the bad record (or of the JSON error)
 	Line   int   // 1-based line of Offset
 	Reason string
 }
 
-func (e *CorruptError) Error() string {
+func (e *corruptError) Error() string {
 	return fmt.Sprintf("store: %s: corrupt at line %d (byte offset %d): %s; "+
 		"refusing to start: this file is the only authority to release this node's VMs; keep it, and write the records that verify to a new file with vk-sandbox claims salvage (docs/state-file.md)",
 		e.Path, e.Line, e.Offset, e.Reason)
@@ -120,7 +120,7 @@ const maxHeader = 128
 
 // readHeader consumes the format header, if the log starts with a whole
 // one, and returns its salt and length. A whole header of another version
-// is a *CorruptError: this binary cannot know how to read it.
+// is a *corruptError: this binary cannot know how to read it.
 func readHeader(path string, br *bufio.Reader) (salt uint64, n int, ok bool, err error) {
 	head, _ := br.Peek(maxHeader) // short at the end of the file; any read error recurs below
 	i := bytes.IndexByte(head, '\n')
@@ -132,7 +132,7 @@ func readHeader(path string, br *bufio.Reader) (salt uint64, n int, ok bool, err
 		return 0, 0, false, nil
 	}
 	if rec.Version != formatVersion {
-		return 0, 0, false, &CorruptError{Path: path, Line: 1,
+		return 0, 0, false, &corruptError{Path: path, Line: 1,
 			Reason: "log format version " + itoa(rec.Version) + " is not supported by this binary (written by a newer version?)"}
 	}
 	salt, _ = parseHex(rec.Salt, saltDigits)

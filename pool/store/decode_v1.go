@@ -41,12 +41,12 @@ func decodeV1(path string, br *bufio.Reader) (*loaded, error) {
 		switch {
 		case torn != nil && whole:
 			// A whole record after damage: the damage is not a tail.
-			return nil, &CorruptError{Path: path, Offset: torn.offset, Line: torn.line,
+			return nil, &corruptError{Path: path, Offset: torn.offset, Line: torn.line,
 				Reason: torn.reason + ", followed by a whole record at line " + itoa(line)}
 		case torn != nil:
 			torn.records++
 		case err != nil && whole:
-			return nil, &CorruptError{Path: path, Offset: off, Line: line, Reason: err.Error()}
+			return nil, &corruptError{Path: path, Offset: off, Line: line, Reason: err.Error()}
 		case err != nil:
 			torn = &tornTail{offset: off, line: line, reason: err.Error(), records: 1}
 		default:

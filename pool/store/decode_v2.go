@@ -124,7 +124,7 @@ func (g *groupScan) commit(ld *loaded, m record, off int64, line int) error {
 	switch {
 	case begin == 0 && closes(g.buf[:end]):
 		if first := firstOf(g.bad, g.unfit); first != nil {
-			return &CorruptError{Path: g.path, Offset: first.off, Line: first.line,
+			return &corruptError{Path: g.path, Offset: first.off, Line: first.line,
 				Reason: first.reason + ", inside a committed group"}
 		}
 		for _, p := range g.recs {
@@ -141,7 +141,7 @@ func (g *groupScan) commit(ld *loaded, m record, off int64, line int) error {
 		if first := firstOf(g.bad, g.unfit); first != nil && first.off < g.start+int64(begin) {
 			at = *first
 		}
-		return &CorruptError{Path: g.path, Offset: at.off, Line: at.line,
+		return &corruptError{Path: g.path, Offset: at.off, Line: at.line,
 			Reason: fmt.Sprintf("%s, followed by a committed group at byte offset %d (line %d)",
 				at.reason, g.start+int64(begin), line-m.N)}
 	default:

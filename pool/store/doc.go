@@ -10,7 +10,7 @@ credential.
 
 	s, err := store.Open("/var/lib/vk-sandbox/claims.json", store.Options{Logger: lg})
 	if err != nil {
-		return err // *store.CorruptError, a held lock, or an unwritable path
+		return err // a damaged file, a held lock, or an unwritable path
 	}
 	defer s.Close()
 
@@ -141,10 +141,10 @@ Damage followed by a group that matches its own marker is corruption: that
 group was fsynced after the damaged one, which therefore was acknowledged.
 So is an unusable record (an unknown op, an empty key, a put without a
 claim, a second header) inside a committed group, a damaged header followed
-by whole records, and a header of another version. Open returns a
-*CorruptError naming the file, the line and the byte offset of the first
-damage, and the process must not start until a human has looked. Nothing is
-truncated in that case.
+by whole records, and a header of another version. Open returns an
+error (a *corruptError) naming the file, the line and the byte offset of the
+first damage, and the process must not start until a human has looked.
+Nothing is truncated in that case.
 
 A version 1 log is read by the version 1 rule: a line that is not a whole
 record is a torn tail if no whole record follows it, and corruption if one
@@ -163,8 +163,8 @@ format (version 2) by the compaction path (temp file, fsync, rename,
 directory fsync).
 A crash before the rename leaves the JSON claims document as it was, to be
 migrated again; after it, the file is a log. No copy of the old document is
-kept. A document without a "claims" member, or with trailing data, is a
-*CorruptError.
+kept. A document without a "claims" member, or with trailing data, is
+corruption (a *corruptError).
 
 # Security
 

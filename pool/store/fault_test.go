@@ -51,7 +51,7 @@ func failedCommit(t *testing.T, s *Store, key string, err error, cause string) {
 	if err == nil {
 		t.Fatalf("Put(%s) was acknowledged despite the fault", key)
 	}
-	if !strings.Contains(err.Error(), s.Path()) || !strings.Contains(err.Error(), cause) {
+	if !strings.Contains(err.Error(), s.path) || !strings.Contains(err.Error(), cause) {
 		t.Fatalf("error does not name the file and the cause %q: %v", cause, err)
 	}
 	noToken(t, "commit error", err.Error())

@@ -126,15 +126,15 @@ func TestV1CorruptionBeforeAWholeRecordIsFatal(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(path, Options{Logger: quiet()})
-		var ce *CorruptError
+		var ce *corruptError
 		if !errors.As(err, &ce) {
-			t.Fatalf("%s: Open = %v, want *CorruptError", name, err)
+			t.Fatalf("%s: Open = %v, want *corruptError", name, err)
 		}
 		if ce.Path != path || ce.Line != c.line || ce.Offset != int64(starts[c.line-1]) ||
 			!strings.Contains(err.Error(), path) {
 			t.Fatalf("%s: %+v (%v), want line %d at offset %d", name, ce, err, c.line, starts[c.line-1])
 		}
-		noToken(t, "CorruptError", err.Error())
+		noToken(t, "corruptError", err.Error())
 		if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
 			t.Fatalf("%s: a corrupt file was modified", name)
 		}
@@ -157,9 +157,9 @@ func TestV1WholeRecordWithUnusableContentIsFatalEvenAtTheTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(path, Options{Logger: quiet()})
-		var ce *CorruptError
+		var ce *corruptError
 		if !errors.As(err, &ce) || ce.Line != 3 {
-			t.Fatalf("%s: Open = %v, want *CorruptError at line 3", name, err)
+			t.Fatalf("%s: Open = %v, want *corruptError at line 3", name, err)
 		}
 	}
 }

@@ -25,7 +25,7 @@ type TornTail struct {
 }
 
 // Inspect reads path as Open would, without opening a Store. Damage that
-// Open would refuse is returned as a *CorruptError naming the file, line
+// Open would refuse is returned as a *corruptError naming the file, line
 // and offset (the Report then holds only Cuts).
 func Inspect(path string) (Report, error) {
 	l, err := load(path)

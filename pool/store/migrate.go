@@ -19,7 +19,7 @@ func decodeReference(path string, data []byte) (map[string]row, error) {
 	}
 	raw, ok := top["claims"]
 	if !ok {
-		return nil, &CorruptError{Path: path, Line: 1,
+		return nil, &corruptError{Path: path, Line: 1,
 			Reason: `neither a claim log nor a JSON claims document (no "claims" member)`}
 	}
 	var claims map[string]Claim
@@ -36,22 +36,22 @@ func decodeReference(path string, data []byte) (map[string]row, error) {
 		}
 		e, err := encodeOp(Op{Key: key, Claim: c})
 		if err != nil {
-			return nil, &CorruptError{Path: path, Line: 1, Reason: "JSON claims document: " + err.Error()}
+			return nil, &corruptError{Path: path, Line: 1, Reason: "JSON claims document: " + err.Error()}
 		}
 		rows[key] = row{claim: e.claim, line: e.line}
 	}
 	return rows, nil
 }
 
-// jsonCorrupt locates a JSON error in data for the CorruptError.
-func jsonCorrupt(path string, data []byte, err error) *CorruptError {
+// jsonCorrupt locates a JSON error in data for the corruptError.
+func jsonCorrupt(path string, data []byte, err error) *corruptError {
 	var off int64
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
 		off = min(syn.Offset, int64(len(data)))
 	}
 	line := 1 + bytes.Count(data[:off], []byte{'\n'})
-	return &CorruptError{Path: path, Offset: off, Line: line,
+	return &corruptError{Path: path, Offset: off, Line: line,
 		Reason: "not a claim log, and not a valid JSON claims document: " + jsonReason(err)}
 }
 

@@ -154,16 +154,16 @@ func TestDamagedReferenceDocumentIsFatalAndUntouched(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(path, Options{Logger: quiet()})
-		var ce *CorruptError
+		var ce *corruptError
 		if !errors.As(err, &ce) || ce.Path != path || !strings.Contains(err.Error(), path) {
-			t.Fatalf("%s: Open = %v, want *CorruptError naming %s", name, err, path)
+			t.Fatalf("%s: Open = %v, want *corruptError naming %s", name, err, path)
 		}
 		if name == "trailing data" || name == "truncated" {
 			if ce.Line != c.line {
 				t.Errorf("%s: line %d, want %d (%v)", name, ce.Line, c.line, err)
 			}
 		}
-		noToken(t, "CorruptError", err.Error())
+		noToken(t, "corruptError", err.Error())
 		if got, _ := os.ReadFile(path); string(got) != c.doc {
 			t.Fatalf("%s: a corrupt file was modified", name)
 		}

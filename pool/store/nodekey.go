@@ -11,21 +11,21 @@ import (
 	"syscall"
 )
 
-// NodeKeyFile is the node secret's file name, in the state file's
+// nodeKeyFile is the node secret's file name, in the state file's
 // directory. The secret keys the mark every claim of this node carries in
 // its claim_ref (pipeline.Identity): a VM that no row holds is this node's
 // only if its mark is right. It is made once, at the first start, and
 // must then live exactly as long as the state file: back the two up and
 // restore them together.
-const NodeKeyFile = "node.key"
+const nodeKeyFile = "node.key"
 
-// NodeKeySize is the secret's length in bytes; the file holds it as
-// 2*NodeKeySize lowercase hex digits and a newline.
-const NodeKeySize = 32
+// nodeKeySize is the secret's length in bytes; the file holds it as
+// 2*nodeKeySize lowercase hex digits and a newline.
+const nodeKeySize = 32
 
 // NodeKeyPath is the node secret's path for the state file at statePath.
 func NodeKeyPath(statePath string) string {
-	return filepath.Join(filepath.Dir(filepath.Clean(statePath)), NodeKeyFile)
+	return filepath.Join(filepath.Dir(filepath.Clean(statePath)), nodeKeyFile)
 }
 
 // ReadNodeKey reads and checks the node secret of the state file at
@@ -41,19 +41,19 @@ func ReadNodeKey(statePath string) ([]byte, error) {
 	// Exactly the hex digits and one newline: anything else is a file that
 	// was damaged or replaced, and guessing at it could disown every VM
 	// that no row holds.
-	key := make([]byte, NodeKeySize)
-	if len(b) != 2*NodeKeySize+1 || b[len(b)-1] != '\n' {
-		return nil, fmt.Errorf("store: node key %s is malformed (%d bytes, want %d hex digits and a newline): restore it from the backup taken with the state file; a new key would disown every VM no row holds", path, len(b), 2*NodeKeySize)
+	key := make([]byte, nodeKeySize)
+	if len(b) != 2*nodeKeySize+1 || b[len(b)-1] != '\n' {
+		return nil, fmt.Errorf("store: node key %s is malformed (%d bytes, want %d hex digits and a newline): restore it from the backup taken with the state file; a new key would disown every VM no row holds", path, len(b), 2*nodeKeySize)
 	}
-	if _, err := hex.Decode(key, b[:2*NodeKeySize]); err != nil {
+	if _, err := hex.Decode(key, b[:2*nodeKeySize]); err != nil {
 		return nil, fmt.Errorf("store: node key %s is malformed (not hex): restore it from the backup taken with the state file; a new key would disown every VM no row holds", path)
 	}
 	return key, nil
 }
 
 // NodeKey returns the node secret next to the state file, making it on the
-// first start: NodeKeySize random bytes, written to a temp file (0600),
-// fsynced, linked to NodeKeyFile only if no such file exists (so that two
+// first start: nodeKeySize random bytes, written to a temp file (0600),
+// fsynced, linked to nodeKeyFile only if no such file exists (so that two
 // nodes sharing a directory never replace each other's key), and the
 // directory fsynced. An existing file that is not a well-formed key is an
 // error, never replaced. The key is never logged.
@@ -65,12 +65,12 @@ func (s *Store) NodeKey() ([]byte, error) {
 		}
 		return key, err
 	}
-	key = make([]byte, NodeKeySize)
+	key = make([]byte, nodeKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("store: node key: random: %w", err)
 	}
 	path := NodeKeyPath(s.path)
-	tmp, err := os.CreateTemp(s.dir, NodeKeyFile+".new-*")
+	tmp, err := os.CreateTemp(s.dir, nodeKeyFile+".new-*")
 	if err != nil {
 		return nil, fmt.Errorf("store: node key: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// The first start makes the node key: NodeKeySize random bytes in
+// The first start makes the node key: nodeKeySize random bytes in
 // node.key (0600, hex and a newline) beside the state file, and no temp
 // file left behind. The key is never logged.
 func TestNodeKeyIsMade0600AtFirstStartAndNeverLogged(t *testing.T) {
@@ -23,10 +23,10 @@ func TestNodeKeyIsMade0600AtFirstStartAndNeverLogged(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NodeKey: %v", err)
 	}
-	if len(key) != NodeKeySize || bytes.Equal(key, make([]byte, NodeKeySize)) {
-		t.Fatalf("key of %d bytes, all zero: %t", len(key), bytes.Equal(key, make([]byte, NodeKeySize)))
+	if len(key) != nodeKeySize || bytes.Equal(key, make([]byte, nodeKeySize)) {
+		t.Fatalf("key of %d bytes, all zero: %t", len(key), bytes.Equal(key, make([]byte, nodeKeySize)))
 	}
-	fi, err := os.Stat(filepath.Join(filepath.Dir(path), NodeKeyFile))
+	fi, err := os.Stat(filepath.Join(filepath.Dir(path), nodeKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestNodeKeyIsMade0600AtFirstStartAndNeverLogged(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), NodeKeyFile+".new-") {
+		if strings.HasPrefix(e.Name(), nodeKeyFile+".new-") {
 			t.Errorf("temp file %s left behind", e.Name())
 		}
 	}
@@ -81,12 +81,12 @@ func TestNodeKeyIsReusedOnRestart(t *testing.T) {
 // key: a new key would disown every VM that no row holds. The file is left
 // as it was, and its bytes are not in the error.
 func TestACorruptNodeKeyIsRefusedNeverReplaced(t *testing.T) {
-	good := strings.Repeat("ab", NodeKeySize)
+	good := strings.Repeat("ab", nodeKeySize)
 	for name, body := range map[string]string{
 		"empty":       "",
 		"short":       good[:40] + "\n",
 		"no newline":  good,
-		"not hex":     strings.Repeat("zz", NodeKeySize) + "\n",
+		"not hex":     strings.Repeat("zz", nodeKeySize) + "\n",
 		"extra bytes": good + "\nmore\n",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -113,7 +113,7 @@ func TestACorruptNodeKeyIsRefusedNeverReplaced(t *testing.T) {
 // A restored key file that others may read is made 0600.
 func TestARestoredNodeKeyIsMadePrivate(t *testing.T) {
 	path := statePath(t)
-	want := bytes.Repeat([]byte{7}, NodeKeySize)
+	want := bytes.Repeat([]byte{7}, nodeKeySize)
 	if err := os.WriteFile(NodeKeyPath(path), []byte(hex.EncodeToString(want)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func (q *queue) push(r *request) error {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	}
 	q.pending = append(q.pending, r)
 	q.mu.Unlock()
@@ -64,7 +64,7 @@ func (q *queue) absent(key string, durable func(string) bool) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return false, ErrClosed
+		return false, errClosed
 	}
 	for _, batch := range [2][]*request{q.inflight, q.pending} {
 		for _, r := range batch {

@@ -164,9 +164,9 @@ func TestDamageFollowedByACommittedGroupIsFatal(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(path, Options{Logger: quiet()})
-		var ce *CorruptError
+		var ce *corruptError
 		if !errors.As(err, &ce) {
-			t.Fatalf("%s: Open = %v, want *CorruptError", name, err)
+			t.Fatalf("%s: Open = %v, want *corruptError", name, err)
 		}
 		if ce.Path != path || ce.Offset != int64(c.at.off) || !strings.Contains(err.Error(), path) ||
 			!strings.Contains(err.Error(), "followed by a committed group") {
@@ -175,7 +175,7 @@ func TestDamageFollowedByACommittedGroupIsFatal(t *testing.T) {
 		if wantLine := 1 + bytes.Count(bad[:c.at.off], []byte{'\n'}); ce.Line != wantLine {
 			t.Fatalf("%s: line %d, want %d", name, ce.Line, wantLine)
 		}
-		noToken(t, "CorruptError", err.Error())
+		noToken(t, "corruptError", err.Error())
 		if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
 			t.Fatalf("%s: a corrupt file was modified", name)
 		}
@@ -200,9 +200,9 @@ func TestUnusableRecordInsideACommittedGroupIsFatal(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(path, Options{Logger: quiet()})
-		var ce *CorruptError
+		var ce *corruptError
 		if !errors.As(err, &ce) || ce.Line != 7 || !strings.Contains(err.Error(), "inside a committed group") {
-			t.Fatalf("%s: Open = %v, want *CorruptError at line 7", name, err)
+			t.Fatalf("%s: Open = %v, want *corruptError at line 7", name, err)
 		}
 	}
 }
@@ -257,9 +257,9 @@ func TestHeaderOfANewerVersionIsFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Open(path, Options{Logger: quiet()})
-	var ce *CorruptError
+	var ce *corruptError
 	if !errors.As(err, &ce) || ce.Line != 1 || !strings.Contains(err.Error(), "version 3") {
-		t.Fatalf("Open = %v, want *CorruptError naming version 3", err)
+		t.Fatalf("Open = %v, want *corruptError naming version 3", err)
 	}
 	if got, _ := os.ReadFile(path); string(got) != doc {
 		t.Fatal("file modified")
@@ -274,8 +274,8 @@ func TestDamagedHeaderBeforeACommittedGroupIsFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Open(path, Options{Logger: quiet()})
-	var ce *CorruptError
+	var ce *corruptError
 	if !errors.As(err, &ce) || ce.Line != 1 || ce.Offset != 0 {
-		t.Fatalf("Open = %v, want *CorruptError at line 1", err)
+		t.Fatalf("Open = %v, want *corruptError at line 1", err)
 	}
 }

@@ -115,7 +115,7 @@ func (sv *salvager) line(src string, b []byte, off int64, line int) error {
 		sv.lose(off, line, perr.Error(), whole)
 	case rec.Op == opFormat && line == 1:
 		if rec.Version != formatVersion {
-			return &CorruptError{Path: src, Line: 1,
+			return &corruptError{Path: src, Line: 1,
 				Reason: "log format version " + itoa(rec.Version) + " is not supported by this binary (written by a newer version?)"}
 		}
 		sv.rep.Version = formatVersion

@@ -63,9 +63,9 @@ func TestSalvageKeepsRecordsAroundMiddleDamage(t *testing.T) {
 	if err := os.Chtimes(src, old, old); err != nil {
 		t.Fatal(err)
 	}
-	var ce *CorruptError
+	var ce *corruptError
 	if _, err := Open(src, Options{UnsafeNoFsync: true}); !errors.As(err, &ce) {
-		t.Fatalf("Open of the damaged file: %v, want a *CorruptError", err)
+		t.Fatalf("Open of the damaged file: %v, want a *corruptError", err)
 	}
 
 	dst := filepath.Join(t.TempDir(), "salvaged", "claims.json")

@@ -74,8 +74,8 @@ const (
 	defaultCompactMin = 16384
 )
 
-// ErrClosed is returned by every mutating call on a closed Store.
-var ErrClosed = errors.New("store: closed")
+// errClosed is returned by every mutating call on a closed Store.
+var errClosed = errors.New("store: closed")
 
 // row is one live claim as held in memory. line is its put record exactly
 // as it is on disk, so compaction copies bytes instead of re-encoding.
@@ -130,7 +130,7 @@ type Store struct {
 // (0600) if needed. It takes an exclusive lock on path+".lock", removes stale
 // compaction temp files, loads the table, truncates a torn tail, and migrates
 // a JSON claims document to the log format. A corrupt file yields a
-// *CorruptError; the Store refuses to start rather than guess.
+// *corruptError; the Store refuses to start rather than guess.
 func Open(path string, o Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("store: empty state path")
@@ -346,16 +346,13 @@ func (s *Store) Len() int {
 	return len(s.rows)
 }
 
-// Path is the state file's path.
-func (s *Store) Path() string { return s.path }
-
 // Close commits every request already queued, stops the writer, rewrites the
 // file if an earlier failure left it dirty, and releases the lock. Get, Range
 // and Len keep serving the last durable table; mutating calls and a second
-// Close return ErrClosed.
+// Close return errClosed.
 func (s *Store) Close() error {
 	if !s.q.close() {
-		return ErrClosed
+		return errClosed
 	}
 	<-s.done
 	s.abandonCompaction() // the old log is whole; a snapshot is only an optimisation

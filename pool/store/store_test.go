@@ -100,8 +100,8 @@ func TestMissingFileIsEmptyTableCreated0600In0700(t *testing.T) {
 	path := filepath.Join(dir, "claims.json")
 	s := mustOpen(t, path, Options{})
 	defer mustClose(t, s)
-	if s.Len() != 0 || s.Path() != path {
-		t.Fatalf("Len %d Path %q", s.Len(), s.Path())
+	if s.Len() != 0 || s.path != path {
+		t.Fatalf("Len %d path %q", s.Len(), s.path)
 	}
 	if err := s.Put(context.Background(), "ns/a", testClaim(1)); err != nil {
 		t.Fatal(err)
@@ -214,8 +214,8 @@ func TestClosedStoreRejectsMutationsButServesReads(t *testing.T) {
 		"Apply":         s.Apply(ctx, Op{Key: "ns/c", Claim: testClaim(3)}),
 		"Close":         s.Close(),
 	} {
-		if !errors.Is(err, ErrClosed) {
-			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		if !errors.Is(err, errClosed) {
+			t.Errorf("%s after Close: %v, want errClosed", name, err)
 		}
 	}
 	if _, ok := s.Get("ns/a"); !ok || s.Len() != 1 {
