@@ -14,7 +14,7 @@ import (
 // DaemonConfig is one virtual node, whole: the provider, the claim pipeline
 // it feeds, the virtual node that serves them, and the loops beside them.
 type DaemonConfig struct {
-	// Provider configures the provider; its Engine is the daemon's own
+	// Provider configures the provider; it feeds the daemon's own
 	// pipeline, built from Pipeline.
 	Provider ProviderOptions
 	// Pipeline configures the claim pipeline; its Reporter is the
@@ -56,7 +56,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg}
 	po := cfg.Provider
-	po.Engine = func(rep pipeline.Reporter) (Engine, error) {
+	prov, err := newProvider(po, func(rep pipeline.Reporter) (claimEngine, error) {
 		pc := cfg.Pipeline
 		pc.Reporter = rep
 		if pc.Owners == nil && po.Authorizer != nil {
@@ -65,8 +65,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		eng, err := pipeline.New(pc)
 		d.eng = eng
 		return eng, err
-	}
-	prov, err := NewProvider(po)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +83,8 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 }
 
 // Provider, Engine and Node are the daemon's parts, for what observes them
-// (metrics, readiness).
+// (metrics, readiness), and for tests that drive the provider and its
+// pipeline themselves (Engine.Run) without running the virtual node.
 func (d *Daemon) Provider() *Provider      { return d.prov }
 func (d *Daemon) Engine() *pipeline.Engine { return d.eng }
 func (d *Daemon) Node() *Node              { return d.node }
