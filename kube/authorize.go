@@ -62,9 +62,9 @@ type Authorizer struct {
 
 var ownerTracer = otel.Tracer(telemetry.TracerName)
 
-// Authorize implements the table of docs/pod-contract.md ("Delete
+// authorize implements the table of docs/pod-contract.md ("Delete
 // authorization") for a deleted Pod's controller owner.
-func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Verdict {
+func (a *Authorizer) authorize(ctx context.Context, pod *corev1.Pod) pipeline.Verdict {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
 		return pipeline.Verdict{Release: true, Reason: reasonBarePod}

@@ -65,7 +65,7 @@ func TestDeleteAuthorizationTable(t *testing.T) {
 	ctx := context.Background()
 	check := func(name string, a *Authorizer, pod *corev1.Pod, release bool, reason string) {
 		t.Helper()
-		v := a.Authorize(ctx, pod)
+		v := a.authorize(ctx, pod)
 		if v.Release != release || v.Reason != reason {
 			t.Errorf("%s: verdict %+v, want release=%v reason=%s", name, v, release, reason)
 		}

@@ -204,7 +204,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	ref := refOf(pod)
 	p.log.DebugContext(ctx, "DeletePod", "pod", ref.Key, "uid", ref.UID)
 	res, err := p.engine.Delete(ctx, ref, func(ctx context.Context) pipeline.Verdict {
-		return p.auth.Authorize(ctx, pod)
+		return p.auth.authorize(ctx, pod)
 	})
 	if err != nil {
 		p.events.Event(pod, corev1.EventTypeWarning, EventReleaseFailed, err.Error())
