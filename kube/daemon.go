@@ -60,7 +60,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		pc := cfg.Pipeline
 		pc.Reporter = rep
 		if pc.Owners == nil && po.Authorizer != nil {
-			pc.Owners = po.Authorizer.RecordedOwner
+			pc.Owners = po.Authorizer.recordedOwner
 		}
 		eng, err := pipeline.New(pc)
 		d.eng = eng
@@ -77,7 +77,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		return nil, err
 	}
 	if cfg.Inventory != nil {
-		cfg.Inventory.Claims = d.eng
+		cfg.Inventory.claims = d.eng
 	}
 	return d, nil
 }
@@ -104,13 +104,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		loops.Go(func() { loop(loopCtx, d) })
 	}
 	if d.cfg.Inventory != nil {
-		loops.Go(func() { d.cfg.Inventory.Run(loopCtx, d.cfg.InventoryInterval) })
+		loops.Go(func() { d.cfg.Inventory.run(loopCtx, d.cfg.InventoryInterval) })
 	}
 	engDone := make(chan struct{})
 	go func() { d.eng.Run(loopCtx); close(engDone) }()
 
 	nodeErr := make(chan error, 1)
-	go func() { nodeErr <- d.node.Run(ctx) }()
+	go func() { nodeErr <- d.node.run(ctx) }()
 	var err error
 	select {
 	case err = <-nodeErr:

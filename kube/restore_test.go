@@ -48,7 +48,7 @@ func startRestoreNode(t *testing.T, sbx *pool.Client, path string, auth *Authori
 		func(rep pipeline.Reporter) (claimEngine, error) {
 			n.eng, err = pipeline.New(pipeline.Config{
 				Node: "restore-node", NodeKey: key, Shards: 1, Workers: 2,
-				Sandboxd: sbx, Store: st, Reporter: rep, Owners: auth.RecordedOwner,
+				Sandboxd: sbx, Store: st, Reporter: rep, Owners: auth.recordedOwner,
 				Logger: slog.New(slog.DiscardHandler), VerifyInterval: 50 * time.Millisecond,
 			})
 			return n.eng, err

@@ -171,7 +171,7 @@ func TestR7Soak(t *testing.T) {
 	st := openStore(t, tempStorePath(t), false)
 	auth := &kube.Authorizer{Dynamic: goneOwners{}}
 	cfg := testConfig(env.root, st, nil)
-	// NewDaemon makes the provider the Reporter and auth.RecordedOwner the
+	// NewDaemon makes the provider the Reporter and auth.recordedOwner the
 	// owner lookup.
 	cfg.Observer = nil
 	// The delete tombstones are a bounded store: fill it before the
