@@ -94,13 +94,13 @@ func (e *Engine) Run(ctx context.Context) {
 	var loops sync.WaitGroup
 	loops.Go(func() { e.verifyStartup(ctx) })
 	if d := e.cfg.LeaseCheckInterval; d > 0 {
-		loops.Go(func() { e.WatchLeases(ctx, d) })
+		loops.Go(func() { e.watchLeases(ctx, d) })
 	}
 	if d := e.cfg.ReauthorizeInterval; d > 0 {
-		loops.Go(func() { e.Reauthorize(ctx, d) })
+		loops.Go(func() { e.reauthorize(ctx, d) })
 	}
 	if d := e.cfg.OrphanScanInterval; d > 0 {
-		loops.Go(func() { e.ScanOrphans(ctx, d, e.cfg.OrphanObserver) })
+		loops.Go(func() { e.watchOrphans(ctx, d, e.cfg.OrphanObserver) })
 	}
 	<-ctx.Done()
 	e.Shutdown()
@@ -157,7 +157,7 @@ func (e *Engine) Create(ctx context.Context, it Intent) error {
 		trace.WithTimestamp(now), trace.WithAttributes(refAttrs(it.Ref)...))
 	err := sh.put(&queued{intent: it, ctx: tctx, root: root, received: now, enqueued: now})
 	if errors.Is(err, errShardFull) {
-		root.SetAttributes(attribute.String("vksandbox.outcome", OutcomeDeferred))
+		root.SetAttributes(attribute.String("vksandbox.outcome", outcomeDeferred))
 		e.pending(tctx, it.Ref, ReasonQueueFull, fmt.Sprintf(
 			"%s: the claim queue of this node is full (more Pods than --queue-depth holds per shard); it is offered again in %s",
 			it.Ref.Key, e.cfg.RequeueMax))
@@ -184,7 +184,7 @@ func (e *Engine) offerAgain(it Intent) {
 // O(1), no IO.
 func (e *Engine) Lookup(key PodKey) (ClaimView, bool) {
 	c, st := e.keys.lookup(key)
-	return viewOf(c, st), st != StateNone
+	return viewOf(c, st), st != stateNone
 }
 
 // Deleted reports whether Pod generation uid was deleted: a delete for it

@@ -51,12 +51,12 @@ import (
 // claims document).
 type Identity struct {
 	Node string
-	// Key is the node key. Shorter than MinNodeKey, no VM is ever owned.
+	// Key is the node key. Shorter than minNodeKey, no VM is ever owned.
 	Key []byte
 }
 
-// MinNodeKey is the shortest node key Identity accepts, in bytes.
-const MinNodeKey = 16
+// minNodeKey is the shortest node key Identity accepts, in bytes.
+const minNodeKey = 16
 
 // Metadata label keys and the provider's value. Keys are printable ASCII
 // without '=' or '&', within sandboxd's bounds (pool.ValidateMetadata).
@@ -146,7 +146,7 @@ func (id Identity) Selector(key PodKey, uid string) (pool.ListOptions, error) {
 // Callers that act for one generation compare the UID too: a mark proves
 // which generation a VM was made for, never that it is another's.
 func (id Identity) Owns(s pool.Sandbox, root bool) (key PodKey, uid string, ok bool) {
-	if len(id.Key) < MinNodeKey {
+	if len(id.Key) < minNodeKey {
 		return "", "", false // no key, no proof: a mark under it could be forged
 	}
 	rest, ok := strings.CutPrefix(s.ClaimRef, id.nodePrefix())

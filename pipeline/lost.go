@@ -57,7 +57,7 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 			if err := e.releaseVM(ctx, ref.Key, full.ID, ""); err != nil {
 				return pool.ClaimResponse{}, false, err
 			}
-			e.obs.Decision(ctx, DecisionRelease, "lost-response-no-token-read")
+			e.obs.Decision(ctx, decisionRelease, "lost-response-no-token-read")
 			e.log.InfoContext(ctx, "released a VM whose claim answer was lost: this sandboxd cannot hand its token back, so the Pod claims afresh",
 				"pod", ref.Key, "claim", row.ID)
 			continue
@@ -83,7 +83,7 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 		if !fit {
 			reason = "lost-response-other-shape"
 		}
-		e.obs.Decision(ctx, DecisionRelease, reason)
+		e.obs.Decision(ctx, decisionRelease, reason)
 	}
 	if !found && unrecoverable {
 		return pool.ClaimResponse{}, false, errUnrecoverable

@@ -35,7 +35,7 @@ func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox, firstSe
 		return false
 	}
 	defer unlock()
-	if c, st := e.keys.lookup(key); st != StateNone && c.ID == r.ID {
+	if c, st := e.keys.lookup(key); st != stateNone && c.ID == r.ID {
 		return false // delivered after the listing
 	}
 	// The read proves the VM is still there; its token, where the server
@@ -52,7 +52,7 @@ func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox, firstSe
 		e.log.WarnContext(ctx, "orphan scan: release of an undelivered VM failed; tried again next scan", "pod", key, "claim", r.ID, "error", err)
 		return false
 	}
-	e.obs.Decision(ctx, DecisionRelease, "undelivered")
+	e.obs.Decision(ctx, decisionRelease, "undelivered")
 	e.log.InfoContext(ctx, "released a VM this node made for a Pod and never delivered (a claim that finished after its answer was lost)",
 		"pod", key, "claim", r.ID)
 	return true
