@@ -166,7 +166,7 @@ func (e *Engine) release(ctx context.Context, key PodKey, c store.Claim, st Stat
 // window (releaseUndelivered). Without the root token their credentials
 // cannot be fetched: they are logged and left to their lease.
 func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(context.Context) Verdict) (DeleteResult, error) {
-	sel, err := e.id.Selector(ref.Key, ref.UID)
+	sel, err := e.id.selector(ref.Key, ref.UID)
 	if err != nil {
 		return DeleteResult{}, err
 	}

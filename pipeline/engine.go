@@ -19,7 +19,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
-// ErrStopping is returned for intents that arrive after Shutdown began.
+// ErrStopping is returned for intents that arrive after shutdown began.
 var ErrStopping = errors.New("pipeline: stopping, no new claims")
 
 // errShardFull: a shard holds QueueDepth intents already.
@@ -51,7 +51,10 @@ type Engine struct {
 	stopping atomic.Bool
 	workers  sync.WaitGroup
 	verified chan struct{} // closed once no quarantined row remains
-	listed   chan struct{} // closed once the startup listing succeeded
+	// listed is closed once the startup listing succeeded. Until then every
+	// fresh claim and every delete without a row first looks its key up by
+	// claim_ref at sandboxd (see maybeUnheld).
+	listed chan struct{}
 }
 
 // New builds an engine over a loaded store. Every row already in the store
@@ -103,14 +106,14 @@ func (e *Engine) Run(ctx context.Context) {
 		loops.Go(func() { e.watchOrphans(ctx, d, e.cfg.OrphanObserver) })
 	}
 	<-ctx.Done()
-	e.Shutdown()
+	e.shutdown()
 	loops.Wait()
 }
 
-// Shutdown stops intake, lets in-flight transactions complete, and returns
+// shutdown stops intake, lets in-flight transactions complete, and returns
 // when every worker has exited. Queued intents that have not started are
 // left alone: their Pods stay Pending and are claimed by the next process.
-func (e *Engine) Shutdown() {
+func (e *Engine) shutdown() {
 	if e.stopping.Swap(true) {
 		e.workers.Wait()
 		return
@@ -123,14 +126,6 @@ func (e *Engine) Shutdown() {
 
 // Identity is how this engine marks its claims at sandboxd.
 func (e *Engine) Identity() Identity { return e.id }
-
-// Verified is closed once no quarantined row remains.
-func (e *Engine) Verified() <-chan struct{} { return e.verified }
-
-// Listed is closed once the startup listing has succeeded. Until then every
-// fresh claim and every delete without a row first looks its key up by
-// claim_ref at sandboxd (see maybeUnheld).
-func (e *Engine) Listed() <-chan struct{} { return e.listed }
 
 func (e *Engine) shardFor(uid string) *shard {
 	return e.shards[maphash.String(e.seed, uid)%uint64(len(e.shards))]

@@ -29,7 +29,7 @@ import (
 // others are left to their lease.
 func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse, bool, error) {
 	ref := it.Ref
-	sel, err := e.id.Selector(ref.Key, ref.UID)
+	sel, err := e.id.selector(ref.Key, ref.UID)
 	if err != nil {
 		return pool.ClaimResponse{}, false, err
 	}
@@ -96,7 +96,7 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 // and, where the server kept the labels, the same controller owner
 // generation. A server without metadata keeps no owner mark; the VM's
 // claim_ref still names the Pod generation it was made for, and only that
-// generation's lookup finds it (Identity.Selector), so no other owner's
+// generation's lookup finds it (Identity.selector), so no other owner's
 // Pod takes it.
 func fits(row pool.Sandbox, it Intent) bool {
 	axis := func(want, got string) bool { return want == "" || want == got }

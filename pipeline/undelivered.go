@@ -15,7 +15,7 @@ import (
 // leave a VM that the key's next lookup did not see yet, and the Pod got
 // another one. So can a generation that was deleted or replaced before its
 // lost answer was recovered: each generation looks up only its own
-// claim_ref (Identity.Selector), so no later one takes that VM, and this
+// claim_ref (Identity.selector), so no later one takes that VM, and this
 // is its release. No user was ever given such a VM, so no owner's
 // authority is needed to free it; one Pod ends with one VM.
 //
