@@ -20,8 +20,11 @@ import (
 )
 
 // NodeInventoryGVR is the cluster-scoped inventory object. Its CRD is
-// sandbox-operator's, which reads it; this project does not ship one.
-var NodeInventoryGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "nodeinventories"}
+// sandbox-operator's, which reads it; this project does not ship one. A
+// func, not a var, so that no caller can point the node elsewhere.
+func NodeInventoryGVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "nodeinventories"}
+}
 
 // fieldManager owns the fields this node applies.
 const fieldManager = "vk-sandbox"
@@ -143,7 +146,7 @@ func (p *InventoryPublisher) apply(ctx context.Context, obj *unstructured.Unstru
 		return err
 	}
 	force := true
-	_, err = p.Dynamic.Resource(NodeInventoryGVR).Patch(ctx, p.Node, types.ApplyPatchType, body, metav1.PatchOptions{
+	_, err = p.Dynamic.Resource(NodeInventoryGVR()).Patch(ctx, p.Node, types.ApplyPatchType, body, metav1.PatchOptions{
 		FieldManager: fieldManager, Force: &force, FieldValidation: metav1.FieldValidationStrict,
 	})
 	return err
@@ -194,7 +197,7 @@ func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstru
 		return cmp.Or(cmp.Compare(x["name"].(string), y["name"].(string)), cmp.Compare(x["id"].(string), y["id"].(string)))
 	})
 	obj := map[string]any{
-		"apiVersion": NodeInventoryGVR.GroupVersion().String(),
+		"apiVersion": NodeInventoryGVR().GroupVersion().String(),
 		"kind":       "NodeInventory",
 		"metadata":   map[string]any{"name": p.Node},
 		"node":       p.Node,
