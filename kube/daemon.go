@@ -70,7 +70,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		return nil, err
 	}
 	d.prov = prov
-	if n := prov.Restore(d.eng.Range); n > 0 {
+	if n := prov.restore(d.eng.Range); n > 0 {
 		cfg.Log.Info("restored claims from the state file; Pods deleted while this process was down are released or preserved by their owner", "rows", n)
 	}
 	if d.node, err = newNode(cfg.Node, prov); err != nil {

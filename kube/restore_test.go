@@ -158,7 +158,7 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 			// Second life: the stub comes from the row, with the Pod's UID and
 			// the recorded owner.
 			second := startRestoreNode(t, sbx, path, auth)
-			if n := second.prov.Restore(second.eng.Range); n != 1 {
+			if n := second.prov.restore(second.eng.Range); n != 1 {
 				t.Fatalf("Restore restored %d rows, want 1", n)
 			}
 			stubs, _ := second.prov.GetPods(context.Background())
