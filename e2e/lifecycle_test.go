@@ -314,7 +314,7 @@ func TestLifecycleNodeInventoryMatchesEmulator(t *testing.T) {
 	var obj map[string]any
 	var mismatch string
 	testkit.WaitForCtx(t, waitFor, "NodeInventory matching the emulator", func(ctx context.Context) (bool, error) {
-		got, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, n.Name, metav1.GetOptions{})
+		got, err := dyn.Resource(kube.NodeInventoryGVR()).Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			mismatch = err.Error()
 			return false, nil

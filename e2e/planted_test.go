@@ -154,7 +154,7 @@ func inventoryClaimRef(t *testing.T, n *vkNode, key pipeline.PodKey) string {
 	_, dyn := clients(t)
 	var ref string
 	testkit.WaitForCtx(t, waitFor, "the NodeInventory entry of "+string(key), func(ctx context.Context) (bool, error) {
-		obj, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, n.Name, metav1.GetOptions{})
+		obj, err := dyn.Resource(kube.NodeInventoryGVR()).Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}

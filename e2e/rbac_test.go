@@ -47,7 +47,7 @@ func TestShippedClusterRoleIsEnough(t *testing.T) {
 	n.waitReady()
 	ns := newNamespace(t)
 	testkit.WaitForCtx(t, waitFor, "the NodeInventory", func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, n.Name, metav1.GetOptions{})
+		_, err := dyn.Resource(kube.NodeInventoryGVR()).Get(ctx, n.Name, metav1.GetOptions{})
 		return err == nil, nil
 	})
 	runThenOrphan(t, n, ns, "rbac")

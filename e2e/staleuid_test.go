@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/kube"
@@ -47,18 +48,20 @@ func newStaleRig(t *testing.T) *staleRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, dyn := clients(t)
-	var eng *pipeline.Engine
-	prov, err := kube.NewProvider(kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: slog.Default(),
-		Engine: func(rep pipeline.Reporter) (kube.Engine, error) {
-			eng, err = pipeline.New(pipeline.Config{NodeKey: key, Sandboxd: client, Store: st, Reporter: rep})
-			return eng, err
-		}})
+	cs, dyn := clients(t)
+	// The daemon is assembled whole, but only its provider and pipeline
+	// run: the virtual node is never started, so nothing but the test
+	// calls the provider.
+	d, err := kube.NewDaemon(kube.DaemonConfig{
+		Provider: kube.ProviderOptions{Authorizer: &kube.Authorizer{Dynamic: dyn}, Log: slog.Default()},
+		Pipeline: pipeline.Config{NodeKey: key, Sandboxd: client, Store: st},
+		Node:     kube.NodeOptions{Name: "stale-uid-rig", Client: cs, EventRecorder: &record.FakeRecorder{}, NoAuth: true},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go eng.Run(ctx)
-	return &staleRig{prov: prov, eng: eng, sim: s, ns: newNamespace(t)}
+	go d.Engine().Run(ctx)
+	return &staleRig{prov: d.Provider(), eng: d.Engine(), sim: s, ns: newNamespace(t)}
 }
 
 // running waits until the provider reports generation uid of pod name

@@ -222,7 +222,7 @@ func (p *profileRun) inventory(t *testing.T) {
 	_, dyn := clients(t)
 	var got, want []string
 	testkit.WaitForCtx(t, waitFor, "NodeInventory entries equal to the node's claims", func(ctx context.Context) (bool, error) {
-		obj, err := dyn.Resource(kube.NodeInventoryGVR).Get(ctx, p.n.Name, metav1.GetOptions{})
+		obj, err := dyn.Resource(kube.NodeInventoryGVR()).Get(ctx, p.n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}

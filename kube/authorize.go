@@ -62,9 +62,9 @@ type Authorizer struct {
 
 var ownerTracer = otel.Tracer(telemetry.TracerName)
 
-// Authorize implements the table of docs/pod-contract.md ("Delete
+// authorize implements the table of docs/pod-contract.md ("Delete
 // authorization") for a deleted Pod's controller owner.
-func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Verdict {
+func (a *Authorizer) authorize(ctx context.Context, pod *corev1.Pod) pipeline.Verdict {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
 		return pipeline.Verdict{Release: true, Reason: reasonBarePod}
@@ -72,10 +72,10 @@ func (a *Authorizer) Authorize(ctx context.Context, pod *corev1.Pod) pipeline.Ve
 	return a.ask(ctx, pod.Namespace, owner)
 }
 
-// RecordedOwner implements pipeline.OwnerAuthority: the same table, for the
+// recordedOwner implements pipeline.OwnerAuthority: the same table, for the
 // owner recorded with a claim rather than a Pod's ownerReference, which a
 // same-name Pod could forge.
-func (a *Authorizer) RecordedOwner(ctx context.Context, key pipeline.PodKey, c pipeline.ClaimView) pipeline.Verdict {
+func (a *Authorizer) recordedOwner(ctx context.Context, key pipeline.PodKey, c pipeline.ClaimView) pipeline.Verdict {
 	if !c.OwnerKnown() {
 		return pipeline.Verdict{Reason: pipeline.ReasonOwnerUnknown}
 	}

@@ -65,7 +65,7 @@ func TestDeleteAuthorizationTable(t *testing.T) {
 	ctx := context.Background()
 	check := func(name string, a *Authorizer, pod *corev1.Pod, release bool, reason string) {
 		t.Helper()
-		v := a.Authorize(ctx, pod)
+		v := a.authorize(ctx, pod)
 		if v.Release != release || v.Reason != reason {
 			t.Errorf("%s: verdict %+v, want release=%v reason=%s", name, v, release, reason)
 		}
@@ -112,7 +112,7 @@ func TestRecordedOwnerIsAskedWithTheDeleteTable(t *testing.T) {
 		{"uid without a name", nil, pipeline.ClaimView{ID: "sb_1", OwnerUID: "u1"}, false, reasonOwnerUnnamed},
 	} {
 		a := &Authorizer{Dynamic: fakeDyn(tc.objs...)}
-		v := a.RecordedOwner(ctx, "ns/p", tc.c)
+		v := a.recordedOwner(ctx, "ns/p", tc.c)
 		if v.Release != tc.release || v.Reason != tc.reason {
 			t.Errorf("%s: verdict %+v, want release=%v reason %s", tc.name, v, tc.release, tc.reason)
 		}
@@ -138,14 +138,14 @@ func TestOwnerResourceComesFromDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := pipeline.ClaimView{ID: "sb_1", OwnerUID: "u1", Owner: "agents.x-k8s.io/v1alpha1/Octopus/ink"}
-	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).RecordedOwner(ctx, "ns/p", rec); v.Reason != ReasonOwnerAlive {
+	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).recordedOwner(ctx, "ns/p", rec); v.Reason != ReasonOwnerAlive {
 		t.Fatalf("an owner of an irregular plural: %+v, want %s (found through discovery)", v, ReasonOwnerAlive)
 	}
 	if plural("Octopus") == octopi.Resource {
 		t.Fatal("the test needs a plural the English rules get wrong")
 	}
 	rec.Owner = "agents.x-k8s.io/v1alpha1/Squid/ink"
-	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).RecordedOwner(ctx, "ns/p", rec); v.Release || v.Reason != reasonOwnerUnverified {
+	if v := (&Authorizer{Dynamic: dyn, Mapper: mapper}).recordedOwner(ctx, "ns/p", rec); v.Release || v.Reason != reasonOwnerUnverified {
 		t.Fatalf("a kind discovery does not serve: %+v, want preserve %s", v, reasonOwnerUnverified)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // DaemonConfig is one virtual node, whole: the provider, the claim pipeline
 // it feeds, the virtual node that serves them, and the loops beside them.
 type DaemonConfig struct {
-	// Provider configures the provider; its Engine is the daemon's own
+	// Provider configures the provider; it feeds the daemon's own
 	// pipeline, built from Pipeline.
 	Provider ProviderOptions
 	// Pipeline configures the claim pipeline; its Reporter is the
@@ -56,35 +56,35 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg}
 	po := cfg.Provider
-	po.Engine = func(rep pipeline.Reporter) (Engine, error) {
+	prov, err := newProvider(po, func(rep pipeline.Reporter) (claimEngine, error) {
 		pc := cfg.Pipeline
 		pc.Reporter = rep
 		if pc.Owners == nil && po.Authorizer != nil {
-			pc.Owners = po.Authorizer.RecordedOwner
+			pc.Owners = po.Authorizer.recordedOwner
 		}
 		eng, err := pipeline.New(pc)
 		d.eng = eng
 		return eng, err
-	}
-	prov, err := NewProvider(po)
+	})
 	if err != nil {
 		return nil, err
 	}
 	d.prov = prov
-	if n := prov.Restore(d.eng.Range); n > 0 {
+	if n := prov.restore(d.eng.Range); n > 0 {
 		cfg.Log.Info("restored claims from the state file; Pods deleted while this process was down are released or preserved by their owner", "rows", n)
 	}
 	if d.node, err = newNode(cfg.Node, prov); err != nil {
 		return nil, err
 	}
 	if cfg.Inventory != nil {
-		cfg.Inventory.Claims = d.eng
+		cfg.Inventory.claims = d.eng
 	}
 	return d, nil
 }
 
 // Provider, Engine and Node are the daemon's parts, for what observes them
-// (metrics, readiness).
+// (metrics, readiness), and for tests that drive the provider and its
+// pipeline themselves (Engine.Run) without running the virtual node.
 func (d *Daemon) Provider() *Provider      { return d.prov }
 func (d *Daemon) Engine() *pipeline.Engine { return d.eng }
 func (d *Daemon) Node() *Node              { return d.node }
@@ -104,13 +104,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		loops.Go(func() { loop(loopCtx, d) })
 	}
 	if d.cfg.Inventory != nil {
-		loops.Go(func() { d.cfg.Inventory.Run(loopCtx, d.cfg.InventoryInterval) })
+		loops.Go(func() { d.cfg.Inventory.run(loopCtx, d.cfg.InventoryInterval) })
 	}
 	engDone := make(chan struct{})
 	go func() { d.eng.Run(loopCtx); close(engDone) }()
 
 	nodeErr := make(chan error, 1)
-	go func() { nodeErr <- d.node.Run(ctx) }()
+	go func() { nodeErr <- d.node.run(ctx) }()
 	var err error
 	select {
 	case err = <-nodeErr:

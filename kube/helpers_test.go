@@ -27,10 +27,9 @@ func (f *fakeInventorySource) Tenant() bool { return false }
 
 // providerOver builds a provider over a fixed engine (one that does not
 // report to it).
-func providerOver(t testing.TB, eng Engine, o ProviderOptions) *Provider {
+func providerOver(t testing.TB, eng claimEngine, o ProviderOptions) *Provider {
 	t.Helper()
-	o.Engine = func(pipeline.Reporter) (Engine, error) { return eng, nil }
-	p, err := NewProvider(o)
+	p, err := newProvider(o, func(pipeline.Reporter) (claimEngine, error) { return eng, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,21 +20,24 @@ import (
 )
 
 // NodeInventoryGVR is the cluster-scoped inventory object. Its CRD is
-// sandbox-operator's, which reads it; this project does not ship one.
-var NodeInventoryGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "nodeinventories"}
+// sandbox-operator's, which reads it; this project does not ship one. A
+// func, not a var, so that no caller can point the node elsewhere.
+func NodeInventoryGVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "nodeinventories"}
+}
 
 // fieldManager owns the fields this node applies.
 const fieldManager = "vk-sandbox"
 
-// InventorySource is what the publisher reads from sandboxd.
-type InventorySource interface {
+// inventorySource is what the publisher reads from sandboxd.
+type inventorySource interface {
 	List(ctx context.Context, o pool.ListOptions) ([]pool.Sandbox, error)
 	Info(ctx context.Context) (pool.Info, error)
 	Tenant() bool
 }
 
-// Claims is this node's claim table.
-type Claims interface {
+// claimTable is this node's claim table.
+type claimTable interface {
 	Lookup(key pipeline.PodKey) (pipeline.ClaimView, bool)
 	Range(fn func(key pipeline.PodKey, c pipeline.ClaimView) bool)
 	Identity() pipeline.Identity
@@ -63,8 +66,7 @@ const defaultInventoryResync = 10 * time.Minute
 // and a structural CRD would prune them without an error.
 type InventoryPublisher struct {
 	Dynamic  dynamic.Interface
-	Sandboxd InventorySource
-	Claims   Claims
+	Sandboxd inventorySource
 	Node     string
 	Address  string
 	Log      *slog.Logger
@@ -72,19 +74,22 @@ type InventoryPublisher struct {
 	// Resync: 0 is defaultInventoryResync.
 	Resync time.Duration
 
+	// claims is the daemon's engine: NewDaemon sets it.
+	claims claimTable
+
 	// What the last successful apply sent, and when. Only the goroutine
-	// that calls Run (or PublishOnce) touches them.
+	// that calls run (or publishOnce) touches them.
 	last   map[string]any
 	lastAt time.Time
 	now    func() time.Time // time.Now; tests set it
 }
 
-// Run publishes now and then every interval until ctx ends.
-func (p *InventoryPublisher) Run(ctx context.Context, interval time.Duration) {
+// run publishes now and then every interval until ctx ends.
+func (p *InventoryPublisher) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		err := p.PublishOnce(ctx)
+		err := p.publishOnce(ctx)
 		if p.Metrics != nil {
 			p.Metrics.InventoryPublish(err == nil)
 		}
@@ -99,9 +104,9 @@ func (p *InventoryPublisher) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// PublishOnce builds and applies the inventory. With a tenant token the
+// publishOnce builds and applies the inventory. With a tenant token the
 // pool view (/v1/info, root only) is left out rather than asked for.
-func (p *InventoryPublisher) PublishOnce(ctx context.Context) error {
+func (p *InventoryPublisher) publishOnce(ctx context.Context) error {
 	rows, err := p.Sandboxd.List(ctx, pool.ListOptions{})
 	if err != nil {
 		return err
@@ -141,7 +146,7 @@ func (p *InventoryPublisher) apply(ctx context.Context, obj *unstructured.Unstru
 		return err
 	}
 	force := true
-	_, err = p.Dynamic.Resource(NodeInventoryGVR).Patch(ctx, p.Node, types.ApplyPatchType, body, metav1.PatchOptions{
+	_, err = p.Dynamic.Resource(NodeInventoryGVR()).Patch(ctx, p.Node, types.ApplyPatchType, body, metav1.PatchOptions{
 		FieldManager: fieldManager, Force: &force, FieldValidation: metav1.FieldValidationStrict,
 	})
 	return err
@@ -158,10 +163,10 @@ func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstru
 		listed[r.ID] = r
 	}
 	var entries []any
-	p.Claims.Range(func(key pipeline.PodKey, c pipeline.ClaimView) bool {
+	p.claims.Range(func(key pipeline.PodKey, c pipeline.ClaimView) bool {
 		phase := "Running"
 		r, isListed := listed[c.ID]
-		switch v, _ := p.Claims.Lookup(key); {
+		switch v, _ := p.claims.Lookup(key); {
 		case v.ID != c.ID:
 			return true // replaced since the range began
 		case v.State == pipeline.StateQuarantined:
@@ -192,7 +197,7 @@ func (p *InventoryPublisher) build(rows []pool.Sandbox, info *pool.Info) *unstru
 		return cmp.Or(cmp.Compare(x["name"].(string), y["name"].(string)), cmp.Compare(x["id"].(string), y["id"].(string)))
 	})
 	obj := map[string]any{
-		"apiVersion": NodeInventoryGVR.GroupVersion().String(),
+		"apiVersion": NodeInventoryGVR().GroupVersion().String(),
 		"kind":       "NodeInventory",
 		"metadata":   map[string]any{"name": p.Node},
 		"node":       p.Node,

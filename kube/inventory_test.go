@@ -57,7 +57,7 @@ func TestInventoryEntriesAreTheClaimTableInTheConsumersFields(t *testing.T) {
 		"ns/unlisted": {ID: "sb_u", Address: "10.0.0.5:7777", Deadline: dl},
 		"ns/q":        {ID: "sb_q", Deadline: dl, Owner: "quarantined"},
 	}}
-	p := &InventoryPublisher{Claims: claims, Node: "n1", Address: "127.0.0.1:7777"}
+	p := &InventoryPublisher{claims: claims, Node: "n1", Address: "127.0.0.1:7777"}
 	obj := p.build(rows, &pool.Info{Pools: []pool.PoolInfo{{Key: pool.Key{Template: "py", Net: "none", Size: "small"}, Warm: 3, Target: 4}}}).Object
 	if _, ok := obj["spec"]; ok {
 		t.Fatal("the object nests fields under spec; its consumer reads the top level")
@@ -122,11 +122,11 @@ func TestInventoryIsAppliedOnlyWhenChangedOrResyncDue(t *testing.T) {
 	})
 	clock := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	table := map[string]store.Claim{"ns/a": {ID: "sb_a"}, "ns/b": {ID: "sb_b"}}
-	p := &InventoryPublisher{Dynamic: dyn, Sandboxd: src, Claims: fakeClaims{id: id, rows: table}, Node: "n1", Resync: time.Minute,
+	p := &InventoryPublisher{Dynamic: dyn, Sandboxd: src, claims: fakeClaims{id: id, rows: table}, Node: "n1", Resync: time.Minute,
 		now: func() time.Time { return clock }}
 	publish := func(want int, what string) {
 		t.Helper()
-		if err := p.PublishOnce(t.Context()); err != nil && !fail {
+		if err := p.publishOnce(t.Context()); err != nil && !fail {
 			t.Fatalf("%s: %v", what, err)
 		}
 		if applies != want {

@@ -18,7 +18,7 @@ func (c claimedPods) Pod(key pipeline.PodKey) *corev1.Pod { return c.p.cache.get
 
 func (c claimedPods) Pods() []*corev1.Pod { return c.p.cache.list() }
 
-// Credential is the engine's: set once NewProvider has built it, before
+// Credential is the engine's: set once newProvider has built it, before
 // the node serves a request.
 func (c claimedPods) Credential(key pipeline.PodKey, podUID string) (id, token string, ok bool) {
 	return c.p.engine.Credential(key, podUID)

@@ -98,9 +98,9 @@ type Node struct {
 	limits telemetry.ServerLimits
 }
 
-// Run serves the kubelet API and runs the node until ctx ends. It returns
+// run serves the kubelet API and runs the node until ctx ends. It returns
 // nil once ctx ends, else the error that stopped a controller.
-func (n *Node) Run(ctx context.Context) error {
+func (n *Node) run(ctx context.Context) error {
 	if n.tls != nil {
 		ln, err := telemetry.Listen(n.addr, n.tls, n.limits)
 		if err != nil {

@@ -31,9 +31,9 @@ const (
 	reasonSandboxdAtCapacity   = "SandboxdAtCapacity"   // False, tainted
 )
 
-// SandboxdProbe is what the node's health check asks sandboxd; *pool.Client
+// sandboxdProbe is what the node's health check asks sandboxd; *pool.Client
 // implements it.
-type SandboxdProbe interface {
+type sandboxdProbe interface {
 	Healthz(ctx context.Context) error
 	Info(ctx context.Context) (pool.Info, error)
 }
@@ -66,7 +66,7 @@ func (h sandboxdHealth) usable() bool {
 //
 // A 403 on /v1/info is a tenant token, not a fault: claims work, and only
 // draining and capacity cannot be seen.
-func checkSandboxd(ctx context.Context, p SandboxdProbe) sandboxdHealth {
+func checkSandboxd(ctx context.Context, p sandboxdProbe) sandboxdHealth {
 	if err := p.Healthz(ctx); err != nil {
 		return sandboxdHealth{status: corev1.ConditionFalse, reason: ReasonSandboxdUnreachable,
 			message: err.Error(), taint: "unreachable"}

@@ -19,7 +19,7 @@ import (
 )
 
 // fakeProbe answers the health check as told; it is the unit tests'
-// stand-in for sandboxd behind the SandboxdProbe interface.
+// stand-in for sandboxd behind the sandboxdProbe interface.
 type fakeProbe struct {
 	healthz error
 	info    pool.Info
@@ -269,7 +269,7 @@ func TestHealthyNodeWithAChangingClaimCountWritesNoNewCondition(t *testing.T) {
 // watchedNodeStatus is a node's status over a fake apiserver, its first
 // check done: pushed collects what reaches virtual-kubelet, logs what is
 // logged.
-func watchedNodeStatus(t *testing.T, probe SandboxdProbe) (s *nodeStatus, pushed *[]*corev1.Node, logs *bytes.Buffer) {
+func watchedNodeStatus(t *testing.T, probe sandboxdProbe) (s *nodeStatus, pushed *[]*corev1.Node, logs *bytes.Buffer) {
 	t.Helper()
 	node := newNodeSpec("n")
 	cs := fake.NewClientset(node.DeepCopy())

@@ -31,7 +31,7 @@ const DefaultSandboxdPingInterval = 10 * time.Second
 // last and the taint state need no lock; mu guards node, which
 // virtual-kubelet's callback and Checks read.
 type nodeStatus struct {
-	probe    SandboxdProbe // nil: sandboxd is not checked (tests of the node alone)
+	probe    sandboxdProbe // nil: sandboxd is not checked (tests of the node alone)
 	nodes    corev1client.NodeInterface
 	name     string
 	stateDir string // "" : no DiskPressure check
@@ -260,7 +260,7 @@ func (s *nodeStatus) checks() []Check {
 type NodeHealthOptions struct {
 	// Sandboxd is asked /healthz and /v1/info every PingInterval. nil
 	// (a node without sandboxd, in tests) reports it ready, unchecked.
-	Sandboxd SandboxdProbe
+	Sandboxd sandboxdProbe
 	// PingInterval defaults to DefaultSandboxdPingInterval.
 	PingInterval time.Duration
 	// StateDir is the state file's directory, whose filesystem's free space

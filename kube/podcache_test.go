@@ -51,7 +51,7 @@ func TestStatusChangesLeaveEarlierPodObjectsUnchanged(t *testing.T) {
 }
 
 // nopEngine queues nothing: the benchmark measures the provider alone.
-type nopEngine struct{ Engine }
+type nopEngine struct{ claimEngine }
 
 func (nopEngine) Create(context.Context, pipeline.Intent) error { return nil }
 

@@ -19,8 +19,8 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pipeline"
 )
 
-// Engine is what the provider needs from the pipeline.
-type Engine interface {
+// claimEngine is what the provider needs from the pipeline.
+type claimEngine interface {
 	Create(ctx context.Context, it pipeline.Intent) error
 	Delete(ctx context.Context, ref pipeline.PodRef, authorize func(context.Context) pipeline.Verdict) (pipeline.DeleteResult, error)
 	Lookup(key pipeline.PodKey) (pipeline.ClaimView, bool)
@@ -29,7 +29,7 @@ type Engine interface {
 }
 
 // Provider is the virtual-kubelet provider (PodLifecycleHandler and
-// PodNotifier). It also implements pipeline.Reporter: NewProvider builds it
+// PodNotifier). It also implements pipeline.Reporter: newProvider builds it
 // and the pipeline that reports to it in one step.
 type Provider struct {
 	// podClient, when set, lets DeletePod remove a decided Pod object at once
@@ -41,7 +41,7 @@ type Provider struct {
 	// (kubeletapi.go); node.go wires its handlers.
 	api *kubeletapi.API
 
-	engine Engine
+	engine claimEngine
 	auth   *Authorizer
 	events record.EventRecorder
 	log    *slog.Logger
@@ -79,15 +79,15 @@ type ProviderOptions struct {
 	NodeName string
 	Sessions kubeletapi.SessionLimits
 	Forwards kubeletapi.SessionLimits
-	// Engine builds the claim pipeline the provider feeds, given the
-	// provider as the pipeline's Reporter. Required.
-	Engine func(pipeline.Reporter) (Engine, error)
 }
 
-// NewProvider builds a provider and, through o.Engine, its pipeline.
-func NewProvider(o ProviderOptions) (*Provider, error) {
-	if o.Engine == nil {
-		return nil, errors.New("kube: a provider needs an Engine")
+// newProvider builds a provider and, through build, the claim pipeline it
+// feeds, given the provider as the pipeline's Reporter. NewDaemon is the
+// one caller outside tests: a provider is never assembled apart from its
+// node.
+func newProvider(o ProviderOptions, build func(pipeline.Reporter) (claimEngine, error)) (*Provider, error) {
+	if build == nil {
+		return nil, errors.New("kube: a provider needs a claim pipeline")
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -98,7 +98,7 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	p := &Provider{auth: o.Authorizer, events: o.Events, log: o.Log, cache: newPodCache(), podClient: o.PodClient}
 	p.api = kubeletapi.New(kubeletapi.Options{Pods: claimedPods{p}, Sandboxd: o.Sandboxd, NodeName: o.NodeName,
 		Log: o.Log, Sessions: o.Sessions, Forwards: o.Forwards})
-	eng, err := o.Engine(p)
+	eng, err := build(p)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	ref := refOf(pod)
 	p.log.DebugContext(ctx, "DeletePod", "pod", ref.Key, "uid", ref.UID)
 	res, err := p.engine.Delete(ctx, ref, func(ctx context.Context) pipeline.Verdict {
-		return p.auth.Authorize(ctx, pod)
+		return p.auth.authorize(ctx, pod)
 	})
 	if err != nil {
 		p.events.Event(pod, corev1.EventTypeWarning, EventReleaseFailed, err.Error())

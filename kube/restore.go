@@ -11,7 +11,7 @@ import (
 // this process's memory and is never pushed to the apiserver.
 const annRestored = "sandbox.cocoonstack.io/restored-from-state"
 
-// Restore puts a stub Pod in memory for every claim row loaded at startup.
+// restore puts a stub Pod in memory for every claim row loaded at startup.
 //
 // Why: virtual-kubelet deletes Pods it no longer sees in the apiserver only
 // through GetPods/GetPod. A Pod deleted while this process was down is
@@ -20,7 +20,7 @@ const annRestored = "sandbox.cocoonstack.io/restored-from-state"
 // Pod UID and the recorded controller owner, so the delete is authorized
 // exactly as it would have been (an owner alive still preserves).
 // A Pod that does still exist replaces its stub on its first sync.
-func (p *Provider) Restore(rangeRows func(func(key pipeline.PodKey, c pipeline.ClaimView) bool)) int {
+func (p *Provider) restore(rangeRows func(func(key pipeline.PodKey, c pipeline.ClaimView) bool)) int {
 	n := 0
 	rangeRows(func(key pipeline.PodKey, c pipeline.ClaimView) bool {
 		ns, name, ok := key.Split()

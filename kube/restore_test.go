@@ -44,17 +44,17 @@ func startRestoreNode(t *testing.T, sbx *pool.Client, path string, auth *Authori
 		t.Fatalf("NodeKey: %v", err)
 	}
 	n := &restoreNode{st: st, events: record.NewFakeRecorder(64), running: make(chan *corev1.Pod, 8)}
-	n.prov, err = NewProvider(ProviderOptions{Authorizer: auth, Events: n.events, Log: slog.New(slog.DiscardHandler),
-		Engine: func(rep pipeline.Reporter) (Engine, error) {
+	n.prov, err = newProvider(ProviderOptions{Authorizer: auth, Events: n.events, Log: slog.New(slog.DiscardHandler)},
+		func(rep pipeline.Reporter) (claimEngine, error) {
 			n.eng, err = pipeline.New(pipeline.Config{
 				Node: "restore-node", NodeKey: key, Shards: 1, Workers: 2,
-				Sandboxd: sbx, Store: st, Reporter: rep, Owners: auth.RecordedOwner,
+				Sandboxd: sbx, Store: st, Reporter: rep, Owners: auth.recordedOwner,
 				Logger: slog.New(slog.DiscardHandler), VerifyInterval: 50 * time.Millisecond,
 			})
 			return n.eng, err
-		}})
+		})
 	if err != nil {
-		t.Fatalf("NewProvider: %v", err)
+		t.Fatalf("newProvider: %v", err)
 	}
 	n.prov.NotifyPods(context.Background(), func(p *corev1.Pod) {
 		if p.Status.Phase == corev1.PodRunning {
@@ -150,7 +150,7 @@ func TestRestoredStubDeleteFollowsTheOwner(t *testing.T) {
 			// Second life: the stub comes from the row, with the Pod's UID and
 			// the recorded owner.
 			second := startRestoreNode(t, sbx, path, auth)
-			if n := second.prov.Restore(second.eng.Range); n != 1 {
+			if n := second.prov.restore(second.eng.Range); n != 1 {
 				t.Fatalf("Restore restored %d rows, want 1", n)
 			}
 			stubs, _ := second.prov.GetPods(context.Background())

@@ -21,7 +21,7 @@ const (
 	ReasonClaimFailed   = "SandboxClaimFailed"
 	ReasonQuarantined   = "SandboxClaimQuarantined"
 	ReasonStateWrite    = "SandboxStateWriteFailed"
-	ReasonReleasePrior  = "SandboxReleasePending"
+	reasonReleasePrior  = "SandboxReleasePending"
 	ReasonLostClaim     = "SandboxClaimUnrecoverable"
 	ReasonQueueFull     = "SandboxQueueFull"
 	ReasonOwnerConflict = "SandboxOwnerConflict"
@@ -32,38 +32,43 @@ const (
 // vocabulary; telemetry records whatever it is handed.
 const (
 	OutcomeRunning    = "running"
-	OutcomeAdopted    = "adopted"
+	outcomeAdopted    = "adopted"
 	OutcomeCapacity   = "capacity_miss"
 	OutcomeError      = "error"
 	OutcomeRolledBack = "rolled_back"
-	OutcomeWaiting    = "waiting"
-	// OutcomeSuperseded: the Pod generation was deleted or replaced before
+	outcomeWaiting    = "waiting"
+	// outcomeSuperseded: the Pod generation was deleted or replaced before
 	// its transaction ran; nothing was done for it.
-	OutcomeSuperseded = "superseded"
-	// OutcomeDeferred: the shard was full; the intent is offered again.
-	OutcomeDeferred = "deferred"
+	outcomeSuperseded = "superseded"
+	// outcomeDeferred: the shard was full; the intent is offered again.
+	outcomeDeferred = "deferred"
 )
 
 // Outcomes lists every outcome a finished transaction records (deferred is
-// a span attribute only: a deferred intent has not run).
-var Outcomes = []string{OutcomeRunning, OutcomeAdopted, OutcomeCapacity, OutcomeError, OutcomeRolledBack, OutcomeWaiting, OutcomeSuperseded}
+// a span attribute only: a deferred intent has not run). Each call returns
+// a fresh slice, so no caller can change the vocabulary.
+func Outcomes() []string {
+	return []string{OutcomeRunning, outcomeAdopted, OutcomeCapacity, OutcomeError, OutcomeRolledBack, outcomeWaiting, outcomeSuperseded}
+}
 
 // Decision kinds: the kind label of vksandbox_decisions_total. Reasons are
 // the verdict reasons and a few fixed words, never an error string.
 const (
-	DecisionAdopt             = "adopt"
-	DecisionPreserve          = "preserve"
-	DecisionRelease           = "release"
-	DecisionReleaseFailed     = "release_failed"
-	DecisionRenew             = "renew"
-	DecisionQuarantineLifted  = "quarantine_lifted"
-	DecisionQuarantineDropped = "quarantine_dropped"
-	DecisionLeaseExpired      = "lease_expired"
+	decisionAdopt             = "adopt"
+	decisionPreserve          = "preserve"
+	decisionRelease           = "release"
+	decisionReleaseFailed     = "release_failed"
+	decisionRenew             = "renew"
+	decisionQuarantineLifted  = "quarantine_lifted"
+	decisionQuarantineDropped = "quarantine_dropped"
+	decisionLeaseExpired      = "lease_expired"
 )
 
-// DecisionKinds lists every decision kind.
-var DecisionKinds = []string{DecisionAdopt, DecisionPreserve, DecisionRelease, DecisionReleaseFailed, DecisionRenew,
-	DecisionQuarantineLifted, DecisionQuarantineDropped, DecisionLeaseExpired}
+// DecisionKinds lists every decision kind, in a fresh slice each call.
+func DecisionKinds() []string {
+	return []string{decisionAdopt, decisionPreserve, decisionRelease, decisionReleaseFailed, decisionRenew,
+		decisionQuarantineLifted, decisionQuarantineDropped, decisionLeaseExpired}
+}
 
 // errUnrecoverable: a sandbox exists for this claim_ref, but its credential
 // cannot be fetched (no root token). It is left to its lease, never claimed
@@ -88,18 +93,18 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 	// live, transitions.go): a leftover intent of a replaced or deleted Pod would
 	// otherwise release, rebind or claim for a Pod that is gone.
 	if !e.keys.live(ref.Key, ref.UID) {
-		return done(OutcomeSuperseded)
+		return done(outcomeSuperseded)
 	}
 	c, st := e.keys.lookup(ref.Key)
 	switch st {
-	case StateNone:
+	case stateNone:
 		return e.claimFresh(ctx, it)
 	case StateQuarantined:
 		// Not adoptable, not Running, and never claimed over.
 		if c.PodUID != ref.UID {
 			e.pending(ctx, ref, ReasonQuarantined, "a claim for this pod key was loaded from the state file and is waiting for sandboxd to vouch for it")
 		}
-		return txResult{outcome: OutcomeWaiting, retry: true}
+		return txResult{outcome: outcomeWaiting, retry: true}
 	case StateTentative:
 		if c.PodUID == ref.UID || e.ownerMatches(ctx, ref.Key, c, ref) {
 			adopted := c.PodUID != ref.UID
@@ -133,10 +138,10 @@ func (e *Engine) reconcile(ctx context.Context, it Intent) txResult {
 		e.keys.detach(ref.Key, c.ID)
 		msg := fmt.Sprintf("%s: the pod key holds VM %s for another owner (%s), which has not given it up (%s)", ref.Key, c.ID, ownerName(c), v.Reason)
 		e.pending(ctx, ref, ReasonOwnerConflict, msg)
-		return txResult{outcome: OutcomeWaiting, retry: true}
+		return txResult{outcome: outcomeWaiting, retry: true}
 	}
 	if err := e.release(ctx, ref.Key, c, st, "owner-changed/"+v.Reason); err != nil {
-		e.pending(ctx, ref, ReasonReleasePrior, err.Error())
+		e.pending(ctx, ref, reasonReleasePrior, err.Error())
 		return txResult{outcome: OutcomeError, retry: true, err: err}
 	}
 	return e.claimFresh(ctx, it)
@@ -195,10 +200,10 @@ func (e *Engine) adopt(ctx context.Context, it Intent, c store.Claim) txResult {
 	if c.OwnerUID == "" {
 		reason = "bare-pod"
 	}
-	e.obs.Decision(ctx, DecisionAdopt, reason)
+	e.obs.Decision(ctx, decisionAdopt, reason)
 	e.log.InfoContext(ctx, "adopted claim in place", "pod", ref.Key, "claim", c.ID, "reason", reason)
 	e.publishRunning(ctx, it, c, true)
-	return done(OutcomeAdopted)
+	return done(outcomeAdopted)
 }
 
 func (e *Engine) claimFresh(ctx context.Context, it Intent) txResult {
@@ -256,14 +261,14 @@ func (e *Engine) persistOrRollBack(ctx context.Context, it Intent, c store.Claim
 			return res
 		}
 		e.keys.clearTentative(ref.Key)
-		e.obs.Decision(ctx, DecisionRelease, "rollback")
+		e.obs.Decision(ctx, decisionRelease, "rollback")
 		res.outcome = OutcomeRolledBack
 		return res
 	}
 	e.keys.clearTentative(ref.Key)
 	e.publishRunning(ctx, it, c, adopted)
 	if adopted {
-		return done(OutcomeAdopted)
+		return done(outcomeAdopted)
 	}
 	return done(OutcomeRunning)
 }
@@ -357,7 +362,7 @@ func retryable(err error) error {
 
 // publishRunning reports it.Ref Running on claim c. It first records the
 // lifetime the Pod asks for, which the lease watch renews up to when the
-// node grants less (see WatchLeases); the caller holds the key lock.
+// node grants less (see watchLeases); the caller holds the key lock.
 //
 // Durable before Running (this is the rule's one statement; docs link
 // here): publishRunning is the only path to Reporter.Running, and it is
@@ -368,7 +373,7 @@ func retryable(err error) error {
 // reported Running: it is rolled back instead. Because Running is the
 // first time the Pod shows the VM (its IP, its claim id), no user is ever
 // handed a VM whose release credential a crash could lose. A renewed
-// deadline follows the same order (WatchLeases).
+// deadline follows the same order (watchLeases).
 func (e *Engine) publishRunning(ctx context.Context, it Intent, c store.Claim, adopted bool) {
 	ref := it.Ref
 	e.keys.setLifetime(ref.Key, it.Spec.TTLSeconds)

@@ -25,7 +25,7 @@ type Config struct {
 	// claim_ref and labels (see Identity). Default "vk-sandboxd".
 	Node string
 	// NodeKey is the node's secret (pool/store.NodeKey), at least
-	// MinNodeKey bytes: it marks every claim this node makes, and a VM
+	// minNodeKey bytes: it marks every claim this node makes, and a VM
 	// that no row holds is this node's only with its mark (see Identity).
 	// Required; it must stay the same for as long as the state file does.
 	NodeKey []byte
@@ -75,8 +75,8 @@ type Config struct {
 	// The engine's background loops, which Run starts and joins: each
 	// runs every interval of Clock, and 0 leaves it off. Each reports the
 	// end of every pass to Observer.LoopPass.
-	// LeaseCheckInterval: WatchLeases. ReauthorizeInterval: Reauthorize.
-	// OrphanScanInterval: ScanOrphans, reporting to OrphanObserver.
+	// LeaseCheckInterval: watchLeases. ReauthorizeInterval: reauthorize.
+	// OrphanScanInterval: watchOrphans, reporting to OrphanObserver.
 	LeaseCheckInterval, ReauthorizeInterval, OrphanScanInterval time.Duration
 	OrphanObserver                                              OrphanObserver
 }
@@ -101,8 +101,8 @@ func (c *Config) defaults() error {
 	if c.Sandboxd == nil || c.Store == nil || c.Reporter == nil {
 		return errors.New("pipeline: Sandboxd, Store and Reporter are required")
 	}
-	if len(c.NodeKey) < MinNodeKey {
-		return fmt.Errorf("pipeline: NodeKey is required (at least %d bytes, got %d)", MinNodeKey, len(c.NodeKey))
+	if len(c.NodeKey) < minNodeKey {
+		return fmt.Errorf("pipeline: NodeKey is required (at least %d bytes, got %d)", minNodeKey, len(c.NodeKey))
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {

@@ -61,17 +61,17 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 	// changed (a replacement adopted it or released it meanwhile).
 	var v Verdict
 	askedFor, asked := "", false // the claim ID the verdict was taken for
-	if c, st := e.keys.lookup(ref.Key); st != StateNone && c.PodUID == ref.UID {
+	if c, st := e.keys.lookup(ref.Key); st != stateNone && c.PodUID == ref.UID {
 		v, askedFor, asked = e.authorizeSpan(ctx, e.verdictFor(ref.Key, c, podVerdict)), c.ID, true
 	}
 	defer e.keys.lock(ref.Key)()
 	c, st := e.keys.lookup(ref.Key)
-	if st == StateNone && e.maybeUnheld(ref.Key) {
+	if st == stateNone && e.maybeUnheld(ref.Key) {
 		return e.deleteUnheld(ctx, ref, podVerdict)
 	}
 	// Stale-UID guard: the claim belongs to another generation of this key
 	// (or there is none); this delete carries no authority over it.
-	if st == StateNone || c.PodUID != ref.UID {
+	if st == stateNone || c.PodUID != ref.UID {
 		span.SetAttributes(attribute.Bool("vksandbox.delete.held", false))
 		return DeleteResult{}, nil
 	}
@@ -88,11 +88,11 @@ func (e *Engine) delete(ctx context.Context, ref PodRef, podVerdict func(context
 		attribute.String("vksandbox.verdict.reason", v.Reason))
 	res := DeleteResult{Held: true, Verdict: v}
 	if !v.Release {
-		e.obs.Decision(ctx, DecisionPreserve, v.Reason)
+		e.obs.Decision(ctx, decisionPreserve, v.Reason)
 		e.log.InfoContext(ctx, "pod deleted without owner authority: VM preserved for adoption",
 			"pod", ref.Key, "claim", c.ID, "reason", v.Reason)
 		// Held for a Pod that is gone: if no replacement adopts it, its
-		// recorded owner is asked again later (see Reauthorize).
+		// recorded owner is asked again later (see reauthorize).
 		e.keys.detach(ref.Key, c.ID)
 		return res, nil
 	}
@@ -133,11 +133,11 @@ func (e *Engine) authorizeSpan(ctx context.Context, authorize func(context.Conte
 // forgotten only once sandboxd confirms the VM is gone (see releaseVM).
 func (e *Engine) release(ctx context.Context, key PodKey, c store.Claim, st State, reason string) error {
 	if err := e.releaseVM(ctx, key, c.ID, c.Token); err != nil {
-		e.obs.Decision(ctx, DecisionReleaseFailed, reason)
+		e.obs.Decision(ctx, decisionReleaseFailed, reason)
 		return keyErr(key, "release of "+c.ID, err)
 	}
 	switch st {
-	case StateNone: // an unheld VM: there is no row to forget
+	case stateNone: // an unheld VM: there is no row to forget
 	case StateTentative:
 		e.keys.clearTentative(key)
 	default:
@@ -148,7 +148,7 @@ func (e *Engine) release(ctx context.Context, key PodKey, c store.Claim, st Stat
 		}
 		e.forgetRow(key)
 	}
-	e.obs.Decision(ctx, DecisionRelease, reason)
+	e.obs.Decision(ctx, decisionRelease, reason)
 	e.log.InfoContext(ctx, "released VM", "pod", key, "claim", c.ID, "reason", reason)
 	return nil
 }
@@ -166,7 +166,7 @@ func (e *Engine) release(ctx context.Context, key PodKey, c store.Claim, st Stat
 // window (releaseUndelivered). Without the root token their credentials
 // cannot be fetched: they are logged and left to their lease.
 func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(context.Context) Verdict) (DeleteResult, error) {
-	sel, err := e.id.Selector(ref.Key, ref.UID)
+	sel, err := e.id.selector(ref.Key, ref.UID)
 	if err != nil {
 		return DeleteResult{}, err
 	}
@@ -187,7 +187,7 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(c
 	v := podVerdict(ctx)
 	res := DeleteResult{Held: true, Verdict: v}
 	if !v.Release {
-		e.obs.Decision(ctx, DecisionPreserve, v.Reason)
+		e.obs.Decision(ctx, decisionPreserve, v.Reason)
 		e.log.InfoContext(ctx, "pod deleted without owner authority: unheld VMs kept for the next claim to recover",
 			"pod", ref.Key, "sandboxes", len(ids), "reason", v.Reason)
 		return res, nil
@@ -206,7 +206,7 @@ func (e *Engine) deleteUnheld(ctx context.Context, ref PodRef, podVerdict func(c
 				"pod", ref.Key, "claim", id)
 			return res, nil
 		}
-		if err := e.release(ctx, ref.Key, store.Claim{ID: id, Token: full.Token}, StateNone, v.Reason+"/unheld"); err != nil {
+		if err := e.release(ctx, ref.Key, store.Claim{ID: id, Token: full.Token}, stateNone, v.Reason+"/unheld"); err != nil {
 			return res, err
 		}
 	}

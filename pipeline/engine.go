@@ -19,7 +19,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/pool/store"
 )
 
-// ErrStopping is returned for intents that arrive after Shutdown began.
+// ErrStopping is returned for intents that arrive after shutdown began.
 var ErrStopping = errors.New("pipeline: stopping, no new claims")
 
 // errShardFull: a shard holds QueueDepth intents already.
@@ -51,7 +51,10 @@ type Engine struct {
 	stopping atomic.Bool
 	workers  sync.WaitGroup
 	verified chan struct{} // closed once no quarantined row remains
-	listed   chan struct{} // closed once the startup listing succeeded
+	// listed is closed once the startup listing succeeded. Until then every
+	// fresh claim and every delete without a row first looks its key up by
+	// claim_ref at sandboxd (see maybeUnheld).
+	listed chan struct{}
 }
 
 // New builds an engine over a loaded store. Every row already in the store
@@ -94,23 +97,23 @@ func (e *Engine) Run(ctx context.Context) {
 	var loops sync.WaitGroup
 	loops.Go(func() { e.verifyStartup(ctx) })
 	if d := e.cfg.LeaseCheckInterval; d > 0 {
-		loops.Go(func() { e.WatchLeases(ctx, d) })
+		loops.Go(func() { e.watchLeases(ctx, d) })
 	}
 	if d := e.cfg.ReauthorizeInterval; d > 0 {
-		loops.Go(func() { e.Reauthorize(ctx, d) })
+		loops.Go(func() { e.reauthorize(ctx, d) })
 	}
 	if d := e.cfg.OrphanScanInterval; d > 0 {
-		loops.Go(func() { e.ScanOrphans(ctx, d, e.cfg.OrphanObserver) })
+		loops.Go(func() { e.watchOrphans(ctx, d, e.cfg.OrphanObserver) })
 	}
 	<-ctx.Done()
-	e.Shutdown()
+	e.shutdown()
 	loops.Wait()
 }
 
-// Shutdown stops intake, lets in-flight transactions complete, and returns
+// shutdown stops intake, lets in-flight transactions complete, and returns
 // when every worker has exited. Queued intents that have not started are
 // left alone: their Pods stay Pending and are claimed by the next process.
-func (e *Engine) Shutdown() {
+func (e *Engine) shutdown() {
 	if e.stopping.Swap(true) {
 		e.workers.Wait()
 		return
@@ -123,14 +126,6 @@ func (e *Engine) Shutdown() {
 
 // Identity is how this engine marks its claims at sandboxd.
 func (e *Engine) Identity() Identity { return e.id }
-
-// Verified is closed once no quarantined row remains.
-func (e *Engine) Verified() <-chan struct{} { return e.verified }
-
-// Listed is closed once the startup listing has succeeded. Until then every
-// fresh claim and every delete without a row first looks its key up by
-// claim_ref at sandboxd (see maybeUnheld).
-func (e *Engine) Listed() <-chan struct{} { return e.listed }
 
 func (e *Engine) shardFor(uid string) *shard {
 	return e.shards[maphash.String(e.seed, uid)%uint64(len(e.shards))]
@@ -157,7 +152,7 @@ func (e *Engine) Create(ctx context.Context, it Intent) error {
 		trace.WithTimestamp(now), trace.WithAttributes(refAttrs(it.Ref)...))
 	err := sh.put(&queued{intent: it, ctx: tctx, root: root, received: now, enqueued: now})
 	if errors.Is(err, errShardFull) {
-		root.SetAttributes(attribute.String("vksandbox.outcome", OutcomeDeferred))
+		root.SetAttributes(attribute.String("vksandbox.outcome", outcomeDeferred))
 		e.pending(tctx, it.Ref, ReasonQueueFull, fmt.Sprintf(
 			"%s: the claim queue of this node is full (more Pods than --queue-depth holds per shard); it is offered again in %s",
 			it.Ref.Key, e.cfg.RequeueMax))
@@ -184,7 +179,7 @@ func (e *Engine) offerAgain(it Intent) {
 // O(1), no IO.
 func (e *Engine) Lookup(key PodKey) (ClaimView, bool) {
 	c, st := e.keys.lookup(key)
-	return viewOf(c, st), st != StateNone
+	return viewOf(c, st), st != stateNone
 }
 
 // Deleted reports whether Pod generation uid was deleted: a delete for it

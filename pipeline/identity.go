@@ -33,7 +33,7 @@ import (
 // could be replayed: a VM planted under a seen claim_ref before the next
 // generation's Pod arrives would be that Pod's lost answer. A replayed
 // claim_ref names the generation it was made for, whose UID no later Pod
-// has; each generation looks up only its own (Selector), so a replay is
+// has; each generation looks up only its own (selector), so a replay is
 // never taken for a later one. A VM of this node's made for an earlier
 // generation and never delivered is the orphan scan's to release
 // (releaseUndelivered). The metadata labels (provider, node, Pod UID,
@@ -51,21 +51,21 @@ import (
 // claims document).
 type Identity struct {
 	Node string
-	// Key is the node key. Shorter than MinNodeKey, no VM is ever owned.
+	// Key is the node key. Shorter than minNodeKey, no VM is ever owned.
 	Key []byte
 }
 
-// MinNodeKey is the shortest node key Identity accepts, in bytes.
-const MinNodeKey = 16
+// minNodeKey is the shortest node key Identity accepts, in bytes.
+const minNodeKey = 16
 
 // Metadata label keys and the provider's value. Keys are printable ASCII
 // without '=' or '&', within sandboxd's bounds (pool.ValidateMetadata).
 const (
-	LabelManagedBy = "managed-by"
-	LabelNode      = "vk-sandbox/node"
-	LabelPodUID    = "vk-sandbox/pod-uid"
-	LabelOwnerUID  = "vk-sandbox/owner-uid"
-	ManagedBy      = "vk-sandbox"
+	labelManagedBy = "managed-by"
+	labelNode      = "vk-sandbox/node"
+	labelPodUID    = "vk-sandbox/pod-uid"
+	labelOwnerUID  = "vk-sandbox/owner-uid"
+	managedBy      = "vk-sandbox"
 
 	claimRefPrefix = "vk-sandbox/"
 	markBytes      = 16 // the HMAC truncated to 128 bits
@@ -118,19 +118,19 @@ func podUIDOK(uid string) bool {
 
 // Labels are the metadata sent with a claim for ref.
 func (id Identity) Labels(ref PodRef) map[string]string {
-	m := map[string]string{LabelManagedBy: ManagedBy, LabelNode: id.Node, LabelPodUID: ref.UID}
+	m := map[string]string{labelManagedBy: managedBy, labelNode: id.Node, labelPodUID: ref.UID}
 	if ref.OwnerUID != "" {
-		m[LabelOwnerUID] = ref.OwnerUID
+		m[labelOwnerUID] = ref.OwnerUID
 	}
 	return m
 }
 
-// Selector lists one Pod generation's VMs by its exact claim_ref: a VM
+// selector lists one Pod generation's VMs by its exact claim_ref: a VM
 // made for another generation of the key (this node's or a replay of its
 // claim_ref) is never in it. It carries no metadata filter: a server
 // without metadata keeps none, and the client applies every filter to the
 // answer too, which would then drop them all.
-func (id Identity) Selector(key PodKey, uid string) (pool.ListOptions, error) {
+func (id Identity) selector(key PodKey, uid string) (pool.ListOptions, error) {
 	ref, err := id.ClaimRef(key, uid)
 	return pool.ListOptions{ClaimRef: ref}, err
 }
@@ -146,7 +146,7 @@ func (id Identity) Selector(key PodKey, uid string) (pool.ListOptions, error) {
 // Callers that act for one generation compare the UID too: a mark proves
 // which generation a VM was made for, never that it is another's.
 func (id Identity) Owns(s pool.Sandbox, root bool) (key PodKey, uid string, ok bool) {
-	if len(id.Key) < MinNodeKey {
+	if len(id.Key) < minNodeKey {
 		return "", "", false // no key, no proof: a mark under it could be forged
 	}
 	rest, ok := strings.CutPrefix(s.ClaimRef, id.nodePrefix())
@@ -168,7 +168,7 @@ func (id Identity) Owns(s pool.Sandbox, root bool) (key PodKey, uid string, ok b
 	if !hmac.Equal([]byte(mark), []byte(id.mark(key, uid))) {
 		return "", "", false
 	}
-	if len(s.Metadata) > 0 && (s.Metadata[LabelManagedBy] != ManagedBy || s.Metadata[LabelNode] != id.Node) {
+	if len(s.Metadata) > 0 && (s.Metadata[labelManagedBy] != managedBy || s.Metadata[labelNode] != id.Node) {
 		return "", "", false
 	}
 	if root && s.Tenant != "" {
@@ -177,11 +177,11 @@ func (id Identity) Owns(s pool.Sandbox, root bool) (key PodKey, uid string, ok b
 	return key, uid, true
 }
 
-// LooksLike reports whether a VM's claim_ref has this node's form while
+// looksLike reports whether a VM's claim_ref has this node's form while
 // Owns refuses it: another client's VM under a look-alike claim_ref (or
 // one of this node's from before the mark, that no row holds). Such a VM is
 // never adopted, recovered or released; it is logged and left to its lease.
-func (id Identity) LooksLike(s pool.Sandbox, root bool) bool {
+func (id Identity) looksLike(s pool.Sandbox, root bool) bool {
 	if !strings.HasPrefix(s.ClaimRef, id.nodePrefix()) {
 		return false
 	}
@@ -195,7 +195,7 @@ func ownerGeneration(s pool.Sandbox) (uid string, known bool) {
 	if len(s.Metadata) == 0 {
 		return "", false
 	}
-	return s.Metadata[LabelOwnerUID], true
+	return s.Metadata[labelOwnerUID], true
 }
 
 // owns is Identity.Owns with what this engine's token has proved to be.
@@ -210,8 +210,8 @@ func (e *Engine) rootToken() bool {
 }
 
 // foreign reports whether s is another client's VM under a claim_ref of
-// this node's form (Identity.LooksLike) that no row holds. A VM a row holds
+// this node's form (Identity.looksLike) that no row holds. A VM a row holds
 // is this node's by its id, whatever its claim_ref.
 func (e *Engine) foreign(s pool.Sandbox, held bool) bool {
-	return !held && e.id.LooksLike(s, e.rootToken())
+	return !held && e.id.looksLike(s, e.rootToken())
 }

@@ -13,7 +13,7 @@ import (
 // ReasonRenewFailed is the Warning raised when a lease renewal fails.
 const ReasonRenewFailed = "SandboxLeaseRenewFailed"
 
-// WatchLeases keeps leases and pushes their end. virtual-kubelet never
+// watchLeases keeps leases and pushes their end. virtual-kubelet never
 // polls an async provider, so an expiry nobody pushes is never seen.
 //
 // The node's grant (the deadline in the claim answer) is authoritative, and
@@ -35,7 +35,7 @@ const ReasonRenewFailed = "SandboxLeaseRenewFailed"
 // Due rows are found by a scan of the store each interval (not per claim);
 // sandboxd is only called for rows that are due. A node whose rows are all
 // far from their deadlines is not scanned at all (see quiet).
-func (e *Engine) WatchLeases(ctx context.Context, interval time.Duration) {
+func (e *Engine) watchLeases(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Second
 	}
@@ -190,11 +190,11 @@ func (e *Engine) renewOne(ctx context.Context, key PodKey, now time.Time) {
 	}
 	if err == nil {
 		e.leases.ok(key)
-		e.obs.Decision(ctx, DecisionRenew, "ok")
+		e.obs.Decision(ctx, decisionRenew, "ok")
 		return
 	}
 	e.leases.failed(key, now)
-	e.obs.Decision(ctx, DecisionRenew, "failed")
+	e.obs.Decision(ctx, decisionRenew, "failed")
 	err = keyErr(key, "lease renewal of "+c.ID, err)
 	if errors.Is(err, pool.ErrNotFound) {
 		// Gone, or the stored token is refused: the expiry check at the
@@ -247,9 +247,9 @@ func (e *Engine) expireOne(ctx context.Context, key PodKey, now time.Time, liste
 		return
 	}
 	e.forgetRow(key)
-	e.obs.Decision(ctx, DecisionLeaseExpired, "not-listed")
+	e.obs.Decision(ctx, decisionLeaseExpired, "not-listed")
 	e.log.Info("lease ended", "pod", key, "claim", c.ID, "deadline", c.Deadline)
-	e.rep.Expired(ctx, PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID}, viewOf(c, StateNone))
+	e.rep.Expired(ctx, PodRef{Key: key, UID: c.PodUID, OwnerUID: c.OwnerUID}, viewOf(c, stateNone))
 }
 
 // expiredVM tells, for a claim past its deadline that the listing does not

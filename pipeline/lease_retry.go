@@ -14,7 +14,7 @@ import (
 // maxLeaseRetry. The backoff lives in the key's record (keyState.lease)
 // only for such keys, and is dropped on the next decision.
 type leaseRetries struct {
-	interval time.Duration // the watch interval; 0 until WatchLeases runs
+	interval time.Duration // the watch interval; 0 until watchLeases runs
 	keys     *records
 
 	// Owned by the lease-watch loop: the store version its last full pass

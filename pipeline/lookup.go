@@ -35,7 +35,7 @@ type sharedListing struct {
 	rows  []pool.Sandbox
 }
 
-// byClaimRef lists the rows sel names by claim_ref (Identity.Selector).
+// byClaimRef lists the rows sel names by claim_ref (Identity.selector).
 func (l *lookup) byClaimRef(ctx context.Context, sel pool.ListOptions) ([]pool.Sandbox, error) {
 	// Until the node's features are known, each key asks with the filter:
 	// the client filters the answer too, so this is right on every

@@ -29,7 +29,7 @@ import (
 // others are left to their lease.
 func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse, bool, error) {
 	ref := it.Ref
-	sel, err := e.id.Selector(ref.Key, ref.UID)
+	sel, err := e.id.selector(ref.Key, ref.UID)
 	if err != nil {
 		return pool.ClaimResponse{}, false, err
 	}
@@ -57,7 +57,7 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 			if err := e.releaseVM(ctx, ref.Key, full.ID, ""); err != nil {
 				return pool.ClaimResponse{}, false, err
 			}
-			e.obs.Decision(ctx, DecisionRelease, "lost-response-no-token-read")
+			e.obs.Decision(ctx, decisionRelease, "lost-response-no-token-read")
 			e.log.InfoContext(ctx, "released a VM whose claim answer was lost: this sandboxd cannot hand its token back, so the Pod claims afresh",
 				"pod", ref.Key, "claim", row.ID)
 			continue
@@ -83,7 +83,7 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 		if !fit {
 			reason = "lost-response-other-shape"
 		}
-		e.obs.Decision(ctx, DecisionRelease, reason)
+		e.obs.Decision(ctx, decisionRelease, reason)
 	}
 	if !found && unrecoverable {
 		return pool.ClaimResponse{}, false, errUnrecoverable
@@ -96,7 +96,7 @@ func (e *Engine) recoverLost(ctx context.Context, it Intent) (pool.ClaimResponse
 // and, where the server kept the labels, the same controller owner
 // generation. A server without metadata keeps no owner mark; the VM's
 // claim_ref still names the Pod generation it was made for, and only that
-// generation's lookup finds it (Identity.Selector), so no other owner's
+// generation's lookup finds it (Identity.selector), so no other owner's
 // Pod takes it.
 func fits(row pool.Sandbox, it Intent) bool {
 	axis := func(want, got string) bool { return want == "" || want == got }

@@ -14,7 +14,7 @@ type OrphanObserver interface {
 	OrphanScan(ok bool)
 }
 
-// ScanOrphans audits the claim table against the sandboxd listing every
+// watchOrphans audits the claim table against the sandboxd listing every
 // interval. It reports, and it releases nothing but undelivered VMs (see
 // releaseUndelivered):
 //   - unknown: listed sandboxes that this node made (Identity.Owns) and
@@ -26,7 +26,7 @@ type OrphanObserver interface {
 //
 // A failed listing is not an empty list: that cycle is skipped. Each
 // verdict is logged once, when it first appears.
-func (e *Engine) ScanOrphans(ctx context.Context, interval time.Duration, obs OrphanObserver) {
+func (e *Engine) watchOrphans(ctx context.Context, interval time.Duration, obs OrphanObserver) {
 	seen := map[string]bool{}
 	ages := firstSeen{}
 	e.every(ctx, LoopOrphanScan, interval, func() { seen, ages = e.scanOrphans(ctx, obs, seen, ages) })

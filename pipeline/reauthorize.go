@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Reauthorize asks again, every interval, the recorded owner of each claim
+// reauthorize asks again, every interval, the recorded owner of each claim
 // that is held for a Pod that no longer exists, and releases the claim on
 // a release verdict. Two cases leave such a claim:
 //   - a delete preserved it (an eviction while the owner lived) and the
@@ -21,7 +21,7 @@ import (
 // it out of this loop. The owner is asked before the key lock is taken,
 // and the claim is re-checked under it; a key that is busy is looked at on
 // the next pass.
-func (e *Engine) Reauthorize(ctx context.Context, interval time.Duration) {
+func (e *Engine) reauthorize(ctx context.Context, interval time.Duration) {
 	e.every(ctx, LoopReauthorize, interval, func() { e.reauthorizeOnce(ctx) })
 }
 
@@ -31,7 +31,7 @@ func (e *Engine) reauthorizeOnce(ctx context.Context) {
 			return
 		}
 		c, st := e.keys.lookup(key)
-		if st == StateNone || c.ID != id {
+		if st == stateNone || c.ID != id {
 			e.dropDetached(key, id) // gone, or another claim now: nothing to ask
 			continue
 		}
@@ -50,7 +50,7 @@ func (e *Engine) reauthorizeRelease(ctx context.Context, key PodKey, id string, 
 	}
 	defer unlock()
 	c, st := e.keys.lookup(key)
-	if st == StateNone || c.ID != id || !e.keys.isDetached(key, id) {
+	if st == stateNone || c.ID != id || !e.keys.isDetached(key, id) {
 		return // adopted or released meanwhile
 	}
 	if err := e.release(ctx, key, c, st, "reauthorized/"+v.Reason); err != nil {
@@ -66,7 +66,7 @@ func (e *Engine) dropDetached(key PodKey, id string) {
 		return
 	}
 	defer unlock()
-	if c, st := e.keys.lookup(key); e.keys.isDetached(key, id) && (st == StateNone || c.ID != id) {
+	if c, st := e.keys.lookup(key); e.keys.isDetached(key, id) && (st == stateNone || c.ID != id) {
 		e.keys.attach(key)
 	}
 }

@@ -43,7 +43,7 @@ type keyState struct {
 	unsettled bool
 	// detached is the claim ID the key holds for a Pod that is gone (a
 	// delete preserved it, or its release failed). Its recorded owner is
-	// asked again periodically (Engine.Reauthorize); a Pod that takes the
+	// asked again periodically (Engine.reauthorize); a Pod that takes the
 	// claim over attaches it again.
 	detached string
 	// lifetime is the ttl-seconds the key's current Pod asked for, known

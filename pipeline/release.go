@@ -15,9 +15,6 @@ import (
 // nothing can release.
 var ErrReleaseUnconfirmed = errors.New("sandboxd answered 404 to the release, and without the root token it cannot be confirmed that the VM is gone; the claim is kept and the release retried")
 
-// ReasonReleaseUnconfirmed is the Warning raised for ErrReleaseUnconfirmed.
-const ReasonReleaseUnconfirmed = "SandboxReleaseUnconfirmed"
-
 // releaseVM frees one VM with its stored token and returns nil only once
 // the VM is known to be gone. On a 404 it confirms with a root Get:
 //   - the Get answers 404: the VM is gone, converged;
@@ -49,6 +46,6 @@ func (e *Engine) releaseVM(ctx context.Context, key PodKey, id, token string) er
 	if err := e.sbx.Release(ctx, id, ""); err != nil && !errors.Is(err, pool.ErrNotFound) {
 		return err
 	}
-	e.obs.Decision(ctx, DecisionRelease, "root-token-fallback")
+	e.obs.Decision(ctx, decisionRelease, "root-token-fallback")
 	return nil
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/cocoonstack/vk-sandbox/kube"
 	"github.com/cocoonstack/vk-sandbox/pipeline"
@@ -169,20 +171,24 @@ func TestR7Soak(t *testing.T) {
 	st := openStore(t, tempStorePath(t), false)
 	auth := &kube.Authorizer{Dynamic: goneOwners{}}
 	cfg := testConfig(env.root, st, nil)
-	cfg.Observer, cfg.Owners = nil, auth.RecordedOwner
+	// NewDaemon makes the provider the Reporter and auth.recordedOwner the
+	// owner lookup.
+	cfg.Observer = nil
 	// The delete tombstones are a bounded store: fill it before the
 	// checkpoint, so that growth past it is a leak, not the bound filling.
 	cfg.Tombstones = 512
-	var eng *pipeline.Engine
-	prov, err := kube.NewProvider(kube.ProviderOptions{Authorizer: auth, Log: quiet, Engine: func(rep pipeline.Reporter) (kube.Engine, error) {
-		cfg.Reporter = rep
-		var err error
-		eng, err = pipeline.New(cfg)
-		return eng, err
-	}})
+	// The daemon is assembled whole, but its virtual node is never run (its
+	// informers never start): the soak calls the provider itself.
+	d, err := kube.NewDaemon(kube.DaemonConfig{
+		Provider: kube.ProviderOptions{Authorizer: auth, Log: quiet},
+		Pipeline: cfg,
+		Node:     kube.NodeOptions{Name: testNode, Client: fake.NewClientset(), EventRecorder: &record.FakeRecorder{}, NoAuth: true},
+		Log:      quiet,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	prov, eng := d.Provider(), d.Engine()
 	pods := &soakPods{waiting: map[types.UID]chan *corev1.Pod{}}
 	prov.NotifyPods(context.Background(), pods.notify)
 	runEngine(t, eng)

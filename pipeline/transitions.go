@@ -74,7 +74,7 @@ func (rs *records) lookup(key PodKey) (store.Claim, State) {
 	c, ok := rs.st.Get(string(key))
 	switch {
 	case !ok:
-		return store.Claim{}, StateNone
+		return store.Claim{}, stateNone
 	case s.quarantined:
 		return c, StateQuarantined
 	}

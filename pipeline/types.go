@@ -62,7 +62,7 @@ type Intent struct {
 type State int
 
 const (
-	StateNone State = iota
+	stateNone State = iota
 	StateTentative
 	StateQuarantined
 	StateDurable

@@ -15,7 +15,7 @@ import (
 // leave a VM that the key's next lookup did not see yet, and the Pod got
 // another one. So can a generation that was deleted or replaced before its
 // lost answer was recovered: each generation looks up only its own
-// claim_ref (Identity.Selector), so no later one takes that VM, and this
+// claim_ref (Identity.selector), so no later one takes that VM, and this
 // is its release. No user was ever given such a VM, so no owner's
 // authority is needed to free it; one Pod ends with one VM.
 //
@@ -35,7 +35,7 @@ func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox, firstSe
 		return false
 	}
 	defer unlock()
-	if c, st := e.keys.lookup(key); st != StateNone && c.ID == r.ID {
+	if c, st := e.keys.lookup(key); st != stateNone && c.ID == r.ID {
 		return false // delivered after the listing
 	}
 	// The read proves the VM is still there; its token, where the server
@@ -52,7 +52,7 @@ func (e *Engine) releaseUndelivered(ctx context.Context, r pool.Sandbox, firstSe
 		e.log.WarnContext(ctx, "orphan scan: release of an undelivered VM failed; tried again next scan", "pod", key, "claim", r.ID, "error", err)
 		return false
 	}
-	e.obs.Decision(ctx, DecisionRelease, "undelivered")
+	e.obs.Decision(ctx, decisionRelease, "undelivered")
 	e.log.InfoContext(ctx, "released a VM this node made for a Pod and never delivered (a claim that finished after its answer was lost)",
 		"pod", key, "claim", r.ID)
 	return true

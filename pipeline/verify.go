@@ -87,7 +87,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 			}
 			continue
 		}
-		if c, st := e.keys.lookup(key); st == StateNone || c.ID != r.ID {
+		if c, st := e.keys.lookup(key); st == stateNone || c.ID != r.ID {
 			e.keys.setUnsettled(key, true)
 			unheld++
 		}
@@ -118,7 +118,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 			case !gone:
 				e.keys.lift(key)
 				lifted++
-				e.obs.Decision(ctx, DecisionQuarantineLifted, "listed")
+				e.obs.Decision(ctx, decisionQuarantineLifted, "listed")
 			default:
 				if err := e.store.Delete(ctx, string(key)); err != nil {
 					failed = err // stays quarantined; the next try drops it
@@ -126,7 +126,7 @@ func (e *Engine) verifyOnce(ctx context.Context) error {
 				}
 				e.forgetRow(key)
 				dropped++
-				e.obs.Decision(ctx, DecisionQuarantineDropped, "gone")
+				e.obs.Decision(ctx, decisionQuarantineDropped, "gone")
 				e.log.Info("dropped a loaded claim whose VM sandboxd confirms is gone", "pod", key, "claim", c.ID)
 			}
 		}

@@ -171,7 +171,7 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	ctx := context.Background()
 	// The vocabularies are the producer's (pipeline); telemetry records
 	// whatever it is handed.
-	for _, o := range pipeline.Outcomes {
+	for _, o := range pipeline.Outcomes() {
 		m.ClaimLatency(ctx, o, time.Millisecond)
 	}
 	m.SandboxdRequest(ctx, "claim", 200, time.Millisecond)
@@ -180,7 +180,7 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	m.StoreCommit(3, 512, 100*time.Microsecond)
 	m.StoreCompaction(time.Second, true)
 	m.StoreCompaction(time.Millisecond, false)
-	for _, k := range pipeline.DecisionKinds {
+	for _, k := range pipeline.DecisionKinds() {
 		m.Decision(ctx, k, "r")
 	}
 	for _, l := range []string{pipeline.LoopLeaseWatch, pipeline.LoopReauthorize, pipeline.LoopOrphanScan, pipeline.LoopVerify} {
