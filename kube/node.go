@@ -183,7 +183,7 @@ func newNode(o NodeOptions, p *Provider) (*Node, error) {
 		}
 		handler = nodeutil.WithAuth(auth, mux)
 	}
-	limits := telemetry.DefaultServerLimits
+	limits := telemetry.DefaultServerLimits()
 	return &Node{ctl: ctl, api: telemetry.NewServer(handler, limits), addr: o.ListenAddr, tls: o.TLS, limits: limits}, nil
 }
 

@@ -26,9 +26,12 @@ type ServerLimits struct {
 	MaxConns   int
 }
 
-// DefaultServerLimits fit a node agent: its only clients are the apiserver
-// and a scraper.
-var DefaultServerLimits = ServerLimits{ReadHeader: 10 * time.Second, Idle: 90 * time.Second, MaxConns: 1024}
+// DefaultServerLimits are the limits that fit a node agent: its only
+// clients are the apiserver and a scraper. A func, so that no caller can
+// change another's defaults.
+func DefaultServerLimits() ServerLimits {
+	return ServerLimits{ReadHeader: 10 * time.Second, Idle: 90 * time.Second, MaxConns: 1024}
+}
 
 // NewServer is an http.Server for h within l.
 func NewServer(h http.Handler, l ServerLimits) *http.Server {

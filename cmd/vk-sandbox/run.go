@@ -173,7 +173,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	tel.Metrics.RegisterClaims(eng.Counts)
 
 	if cfg.MetricsAddr != "" {
-		ln, err := telemetry.Listen(cfg.MetricsAddr, nil, telemetry.DefaultServerLimits)
+		ln, err := telemetry.Listen(cfg.MetricsAddr, nil, telemetry.DefaultServerLimits())
 		if err != nil {
 			return fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
 		}
@@ -181,7 +181,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		if cfg.Profiling {
 			h = telemetry.WithProfiling(h)
 		}
-		srv := telemetry.NewServer(h, telemetry.DefaultServerLimits)
+		srv := telemetry.NewServer(h, telemetry.DefaultServerLimits())
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "addr", cfg.MetricsAddr, "error", err)
