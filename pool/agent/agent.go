@@ -64,7 +64,7 @@ func New(c *pool.Client, budget int64) *Client {
 // for a minute, so that a node without it costs one refused upgrade, not
 // one per command); other refusals are *pool.HTTPError, as for the other
 // calls.
-func (c *Client) Dial(ctx context.Context, id, token string) (*Conn, error) {
+func (c *Client) Dial(ctx context.Context, id, token string) (*relayConn, error) {
 	if id == "" {
 		return nil, errors.New("sandboxd agent: empty sandbox id")
 	}
@@ -106,8 +106,8 @@ type Agent struct {
 	id, token string
 
 	mu    sync.Mutex
-	ctl   *Conn // an idle proto-2 control connection, or nil
-	proto int   // silkd's proto once info told it, else 0
+	ctl   *relayConn // an idle proto-2 control connection, or nil
+	proto int        // silkd's proto once info told it, else 0
 }
 
 // Agent returns the guest agent of sandbox id, reached with its token.
@@ -129,7 +129,7 @@ func (a *Agent) Close() {
 // The whole exchange (dial, info, the RPC) is bounded by ControlTimeout
 // as well as ctx: a guest that answers neither info nor the RPC holds
 // a.mu, and whoever kills a session through it, no longer than that.
-func (a *Agent) call(ctx context.Context, req any) (Frame, error) {
+func (a *Agent) call(ctx context.Context, req any) (frame, error) {
 	ctx, cancel := context.WithTimeout(ctx, ControlTimeout)
 	defer cancel()
 	a.mu.Lock()
@@ -139,12 +139,12 @@ func (a *Agent) call(ctx context.Context, req any) (Frame, error) {
 	if conn == nil {
 		var err error
 		if conn, err = a.controlConn(ctx); err != nil {
-			return Frame{}, err
+			return frame{}, err
 		}
 	}
 	stop := conn.bound(ctx)
 	f, err := roundTrip(ctx, conn, req)
-	conn.Release() // a control answer is read, not passed on
+	conn.release() // a control answer is read, not passed on
 	if !stop() || err != nil {
 		_ = conn.Close()
 		return f, errors.Join(ctx.Err(), err)
@@ -161,14 +161,14 @@ func (a *Agent) call(ctx context.Context, req any) (Frame, error) {
 // controlConn dials a connection for short RPCs (a.mu held), within
 // ctx. The first one asks info, and keeps that connection if proto >= 2;
 // an older silkd closes it after info, so the RPC dials again.
-func (a *Agent) controlConn(ctx context.Context) (*Conn, error) {
+func (a *Agent) controlConn(ctx context.Context) (*relayConn, error) {
 	conn, err := a.c.Dial(ctx, a.id, a.token)
 	if err != nil || a.proto != 0 {
 		return conn, err
 	}
 	stop := conn.bound(ctx)
 	f, err := roundTrip(ctx, conn, op("info"))
-	conn.Release()
+	conn.release()
 	if !stop() || err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("silkd info: %w", errors.Join(ctx.Err(), err))
@@ -183,14 +183,14 @@ func (a *Agent) controlConn(ctx context.Context) (*Conn, error) {
 
 // roundTrip sends req and reads up to its terminal frame; the caller has
 // bounded conn.
-func roundTrip(ctx context.Context, conn *Conn, req any) (Frame, error) {
-	if err := conn.Send(req); err != nil {
-		return Frame{}, err
+func roundTrip(ctx context.Context, conn *relayConn, req any) (frame, error) {
+	if err := conn.send(req); err != nil {
+		return frame{}, err
 	}
 	for {
-		f, err := conn.Recv(ctx)
+		f, err := conn.recv(ctx)
 		if err != nil {
-			return Frame{}, err
+			return frame{}, err
 		}
 		if end, ferr := f.terminal(); end {
 			return f, ferr

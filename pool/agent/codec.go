@@ -45,8 +45,8 @@ var knownKeys = []string{"type", "pid", "code", "data", "kind", "message", "vers
 // decodeFrame decodes line into f. f.Data is base64-decoded into dst's
 // storage (grown when too small): it is valid until dst is reused. It
 // returns the buffer to keep for the next frame.
-func decodeFrame(line []byte, f *Frame, dst []byte) ([]byte, error) {
-	*f = Frame{}
+func decodeFrame(line []byte, f *frame, dst []byte) ([]byte, error) {
+	*f = frame{}
 	s := scanner{b: line}
 	if dst, ok := s.frame(f, dst); ok {
 		return dst, nil
@@ -55,7 +55,7 @@ func decodeFrame(line []byte, f *Frame, dst []byte) ([]byte, error) {
 	// It decodes into a Frame of its own, so that only this path pays
 	// for the one json makes escape to the heap (f stays on the caller's
 	// stack).
-	g := new(Frame)
+	g := new(frame)
 	err := json.Unmarshal(line, g)
 	*f = *g
 	return dst, err
@@ -67,7 +67,7 @@ type scanner struct {
 }
 
 // frame scans one object into f; ok false means: ask encoding/json.
-func (s *scanner) frame(f *Frame, dst []byte) (_ []byte, ok bool) {
+func (s *scanner) frame(f *frame, dst []byte) (_ []byte, ok bool) {
 	s.ws()
 	if !s.eat('{') {
 		return dst, false
@@ -251,7 +251,7 @@ func (s *scanner) intField(p *int) bool {
 // dataField base64-decodes data's string straight into dst: the string
 // must be plain base64 (json would unescape first, so an escape is
 // json's to decode); null leaves Data nil, "" makes it empty.
-func (s *scanner) dataField(f *Frame, dst []byte) ([]byte, bool) {
+func (s *scanner) dataField(f *frame, dst []byte) ([]byte, bool) {
 	if s.null() {
 		f.Data = nil
 		return dst, true

@@ -81,9 +81,9 @@ func FuzzDecodeFrame(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		var want Frame
+		var want frame
 		werr := json.Unmarshal(line, &want)
-		var got Frame
+		var got frame
 		_, gerr := decodeFrame(line, &got, nil)
 		switch {
 		case werr != nil && gerr == nil:
@@ -96,7 +96,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	})
 }
 
-func sameFrame(a, b Frame) bool {
+func sameFrame(a, b frame) bool {
 	if (a.Code == nil) != (b.Code == nil) || a.Code != nil && *a.Code != *b.Code {
 		return false
 	}
@@ -108,8 +108,8 @@ func sameFrame(a, b Frame) bool {
 // The data of consecutive frames is decoded into the one buffer the
 // connection keeps: no allocation per frame once it is large enough.
 func TestDecodeFrameReusesTheDataBuffer(t *testing.T) {
-	line, _ := json.Marshal(Frame{Type: "stdout", Data: bytes.Repeat([]byte("x"), 3000)})
-	var f Frame
+	line, _ := json.Marshal(frame{Type: "stdout", Data: bytes.Repeat([]byte("x"), 3000)})
+	var f frame
 	buf, err := decodeFrame(line, &f, nil)
 	if err != nil || len(f.Data) != 3000 {
 		t.Fatalf("first frame: %d bytes, %v", len(f.Data), err)
@@ -150,7 +150,7 @@ func TestAppendStdinIsJSONsEncoding(t *testing.T) {
 // BenchmarkAgentConnSendStdin is the node's cost of one 32 KiB stdin
 // frame written to the relay.
 func BenchmarkAgentConnSendStdin(b *testing.B) {
-	a := &Conn{conn: discardConn{}}
+	a := &relayConn{conn: discardConn{}}
 	chunk := make([]byte, StdinChunk)
 	b.SetBytes(StdinChunk)
 	for b.Loop() {

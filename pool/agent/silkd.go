@@ -43,13 +43,13 @@ type Error struct {
 
 func (e *Error) Error() string { return "silkd " + e.Kind + ": " + e.Message }
 
-// Frame is one answer frame. Which fields are set depends on Type:
+// frame is one answer frame. Which fields are set depends on Type:
 // started{pid}, stdout{data}, stderr{data}, exit{code}, done{},
 // error{kind,message}, info{version,proto,...} and procs{procs}. The
 // json tags are the codec's reference (codec.go decodes as json.Unmarshal
 // would); Data read by Recv lives in the connection's buffer until the
 // next Recv or Release.
-type Frame struct {
+type frame struct {
 	Type    string          `json:"type"`
 	Pid     int             `json:"pid,omitempty"`
 	Code    *int            `json:"code,omitempty"`
@@ -101,11 +101,11 @@ type (
 
 func op(name string) agentOp { return agentOp{V: agentV, Op: name} }
 
-// Conn is one connection to silkd through the agent relay, and the
+// relayConn is one connection to silkd through the agent relay, and the
 // one place frames are read and written. Send is safe for concurrent use;
 // Recv is for one reader at a time. What a frame holds is charged to the
 // node's budget (agentbudget.go) from Recv until Release.
-type Conn struct {
+type relayConn struct {
 	conn   net.Conn
 	br     *bufio.Reader
 	budget *byteBudget // nil: not counted
@@ -116,14 +116,14 @@ type Conn struct {
 	wbuf   []byte
 }
 
-func newConn(conn net.Conn, br *bufio.Reader, budget *byteBudget) *Conn {
-	return &Conn{conn: conn, br: br, budget: budget}
+func newConn(conn net.Conn, br *bufio.Reader, budget *byteBudget) *relayConn {
+	return &relayConn{conn: conn, br: br, budget: budget}
 }
 
 // Close ends the connection (and with it a foreground exec's input, or a
 // pty's shell), and gives back what its last frame held.
-func (a *Conn) Close() error {
-	a.Release()
+func (a *relayConn) Close() error {
+	a.release()
 	return a.conn.Close()
 }
 
@@ -131,7 +131,7 @@ func (a *Conn) Close() error {
 // and ctx's deadline, if it has one, a deadline of the connection: a
 // guest that stops answering cannot outlast either. stop reports whether
 // ctx had not ended; until then the deadline stays on the connection.
-func (a *Conn) bound(ctx context.Context) (stop func() bool) {
+func (a *relayConn) bound(ctx context.Context) (stop func() bool) {
 	dl, _ := ctx.Deadline() // zero: no deadline
 	_ = a.conn.SetDeadline(dl)
 	return context.AfterFunc(ctx, func() { _ = a.conn.SetDeadline(time.Unix(1, 0)) })
@@ -139,13 +139,13 @@ func (a *Conn) bound(ctx context.Context) (stop func() bool) {
 
 // drain reads and drops what the guest still sends on a session that is
 // ending, until the RPC's terminal frame, for at most DrainTimeout.
-func (a *Conn) drain() {
+func (a *relayConn) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
 	_ = a.conn.SetDeadline(time.Now().Add(DrainTimeout))
 	for {
-		f, err := a.Recv(ctx)
-		a.Release()
+		f, err := a.recv(ctx)
+		a.release()
 		if err != nil {
 			return
 		}
@@ -158,7 +158,7 @@ func (a *Conn) drain() {
 // sendStdin writes one stdin frame carrying p, encoded by hand into the
 // connection's write buffer (codec.go): the one request frame sent per
 // chunk of a session's input.
-func (a *Conn) sendStdin(p []byte) error {
+func (a *relayConn) sendStdin(p []byte) error {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
 	a.wbuf = appendStdin(a.wbuf[:0], p)
@@ -169,8 +169,8 @@ func (a *Conn) sendStdin(p []byte) error {
 	return err
 }
 
-// Send writes one request frame.
-func (a *Conn) Send(v any) error {
+// send writes one request frame.
+func (a *relayConn) send(v any) error {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
 	b, err := json.Marshal(v)
@@ -189,21 +189,21 @@ func (a *Conn) Send(v any) error {
 // so the stream is broken.
 var errFrameTooLarge = fmt.Errorf("silkd: frame exceeds %d bytes", MaxFrame)
 
-// Recv reads one answer frame, which holds its bytes of the node's budget
-// until Release (or the next Recv, or Close): the caller releases it once
+// recv reads one answer frame, which holds its bytes of the node's budget
+// until Release (or the next recv, or Close): the caller releases it once
 // the frame's data is written on. Reading stops at MaxFrame: a
 // longer line is an error, never a larger buffer. While the budget is used
-// up, Recv waits for it until ctx ends.
-func (a *Conn) Recv(ctx context.Context) (Frame, error) {
-	a.Release()
+// up, recv waits for it until ctx ends.
+func (a *relayConn) recv(ctx context.Context) (frame, error) {
+	a.release()
 	a.buf = a.buf[:0]
 	for {
 		line, err := a.br.ReadSlice('\n')
 		if len(a.buf)+len(line) > MaxFrame {
-			return Frame{}, errFrameTooLarge
+			return frame{}, errFrameTooLarge
 		}
 		if err := a.grow(ctx, len(line)); err != nil {
-			return Frame{}, err
+			return frame{}, err
 		}
 		a.buf = append(a.buf, line...)
 		if err == nil {
@@ -215,20 +215,20 @@ func (a *Conn) Recv(ctx context.Context) (Frame, error) {
 		if errors.Is(err, io.EOF) && len(a.buf) > 0 {
 			err = io.ErrUnexpectedEOF
 		}
-		return Frame{}, err
+		return frame{}, err
 	}
 	// The decoded payload is at most 3/4 of its base64: it is charged
 	// before the codec grows a.data for it.
 	if err := a.hold(ctx, int64(len(a.buf))*3/4); err != nil {
-		return Frame{}, err
+		return frame{}, err
 	}
-	var f Frame
+	var f frame
 	var err error
 	if a.data, err = decodeFrame(a.buf, &f, a.data); err != nil {
-		return Frame{}, errBadFrame(err)
+		return frame{}, errBadFrame(err)
 	}
 	if f.Type == "" {
-		return Frame{}, errors.New("silkd: frame without a type")
+		return frame{}, errors.New("silkd: frame without a type")
 	}
 	return f, nil
 }
@@ -236,7 +236,7 @@ func (a *Conn) Recv(ctx context.Context) (Frame, error) {
 // grow makes room for n more bytes of frame, charging the budget for the
 // buffer's growth before it is allocated: the charge is the buffer's
 // capacity beyond what a connection keeps for free.
-func (a *Conn) grow(ctx context.Context, n int) error {
+func (a *relayConn) grow(ctx context.Context, n int) error {
 	need := len(a.buf) + n
 	if need <= cap(a.buf) {
 		return nil
@@ -249,7 +249,7 @@ func (a *Conn) grow(ctx context.Context, n int) error {
 	return nil
 }
 
-func (a *Conn) hold(ctx context.Context, n int64) error {
+func (a *relayConn) hold(ctx context.Context, n int64) error {
 	if err := a.budget.acquire(ctx, n); err != nil {
 		return fmt.Errorf("silkd: waiting for the node's buffer budget: %w", err)
 	}
@@ -257,10 +257,10 @@ func (a *Conn) hold(ctx context.Context, n int64) error {
 	return nil
 }
 
-// Release gives back what the last frame held; the caller has written
+// release gives back what the last frame held; the caller has written
 // its data on, or dropped it. A buffer larger than a connection keeps for
 // free goes with it.
-func (a *Conn) Release() {
+func (a *relayConn) release() {
 	a.budget.release(a.held)
 	a.held = 0
 	if cap(a.buf) > frameBufRetained {
@@ -272,7 +272,7 @@ func (a *Conn) Release() {
 }
 
 // terminal reports whether f ends its RPC, and the error it carries.
-func (f Frame) terminal() (bool, error) {
+func (f frame) terminal() (bool, error) {
 	switch f.Type {
 	case "exit", "done", "procs", "info":
 		return true, nil
@@ -283,7 +283,7 @@ func (f Frame) terminal() (bool, error) {
 }
 
 // exitCode is an exit frame's code; a missing one reads as killed.
-func (f Frame) exitCode() int {
+func (f frame) exitCode() int {
 	if f.Code == nil {
 		return exitKilledCode
 	}

@@ -29,7 +29,7 @@ func TestAgentConnRefusesFramesPastTheCap(t *testing.T) {
 			_ = server.Close()
 		}()
 		a := newConn(client, bufio.NewReader(client), newByteBudget(0))
-		f, err := a.Recv(t.Context())
+		f, err := a.recv(t.Context())
 		_ = client.Close() // unblocks the writer of a refused frame
 		switch {
 		case c.ok && (err != nil || f.Type != "stdout" || len(f.Message) != c.size-len(prefix)-len(suffix)):
@@ -44,16 +44,16 @@ func TestAgentConnRefusesFramesPastTheCap(t *testing.T) {
 // frame (JSON, base64 data) read off the agent relay: the bound of exec's
 // output throughput on a node (bench/HISTORY.md, "Interactive").
 func BenchmarkAgentConnRecvStdout(b *testing.B) {
-	line, err := json.Marshal(Frame{Type: "stdout", Data: make([]byte, StdinChunk)})
+	line, err := json.Marshal(frame{Type: "stdout", Data: make([]byte, StdinChunk)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	line = append(line, '\n')
 	r := &testkit.RepeatReader{Line: line}
-	a := &Conn{br: bufio.NewReader(r)}
+	a := &relayConn{br: bufio.NewReader(r)}
 	b.SetBytes(StdinChunk)
 	for b.Loop() {
-		if f, err := a.Recv(b.Context()); err != nil || len(f.Data) != StdinChunk {
+		if f, err := a.recv(b.Context()); err != nil || len(f.Data) != StdinChunk {
 			b.Fatalf("frame of %d bytes, %v", len(f.Data), err)
 		}
 	}
@@ -66,14 +66,14 @@ func BenchmarkAgentConnRecvStdout(b *testing.B) {
 func TestAgentFramesWaitForTheNodesBudget(t *testing.T) {
 	budget := newByteBudget(minBufferBudget)
 	line := []byte(`{"type":"stdout","message":"` + strings.Repeat("x", MaxFrame-32) + "\"}\n")
-	conns := make([]*Conn, 2)
+	conns := make([]*relayConn, 2)
 	for i := range conns {
 		client, server := net.Pipe()
 		t.Cleanup(func() { client.Close(); server.Close() })
 		go func() { _, _ = server.Write(line) }()
 		conns[i] = newConn(client, bufio.NewReader(client), budget)
 	}
-	if _, err := conns[0].Recv(t.Context()); err != nil {
+	if _, err := conns[0].recv(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if held := budget.held.Load(); held <= MaxFrame || held > maxFrameHold {
@@ -81,14 +81,14 @@ func TestAgentFramesWaitForTheNodesBudget(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := conns[1].Recv(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := conns[1].recv(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a second frame past the budget: %v, want it to wait until its context ended", err)
 	}
 	if held := budget.held.Load(); held > minBufferBudget {
 		t.Errorf("the node holds %d bytes, past its budget of %d", held, minBufferBudget)
 	}
-	conns[0].Release()
-	conns[1].Release()
+	conns[0].release()
+	conns[1].release()
 	if held := budget.held.Load(); held != 0 {
 		t.Errorf("after Release the node still holds %d bytes", held)
 	}

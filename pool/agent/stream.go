@@ -79,18 +79,18 @@ func (a *Agent) Attach(ctx context.Context, pid int, stdout, stderr io.Writer) (
 	// reads, and nothing runs in the guest for it, so it just ends.
 	stop := conn.bound(ctx)
 	defer stop()
-	if err := conn.Send(agentPidOp{agentOp: op("attach"), Pid: pid}); err != nil {
+	if err := conn.send(agentPidOp{agentOp: op("attach"), Pid: pid}); err != nil {
 		return 0, false, errors.Join(ctx.Err(), err)
 	}
 	for {
-		f, err := conn.Recv(ctx)
+		f, err := conn.recv(ctx)
 		if err != nil {
 			return 0, false, errors.Join(ctx.Err(), err)
 		}
 		switch f.Type {
 		case "stdout", "stderr":
 			err := write(pick(f.Type, stdout, stderr), f.Data)
-			conn.Release() // written on: the node no longer holds it
+			conn.release() // written on: the node no longer holds it
 			if err != nil {
 				return 0, false, err
 			}
@@ -131,18 +131,18 @@ func write(w io.Writer, p []byte) error {
 // ControlTimeout (the kill) plus DrainTimeout (the last reads), and the
 // resize pump has returned; the stdin pump returns once the caller's
 // stream is closed, which the caller does when stream returns.
-func (a *Agent) stream(ctx context.Context, conn *Conn, req any, typed []byte, stdin io.Reader, closeStdin bool,
+func (a *Agent) stream(ctx context.Context, conn *relayConn, req any, typed []byte, stdin io.Reader, closeStdin bool,
 	stdout, stderr io.Writer, resize <-chan TermSize) (int, error) {
 	// Until started names the pid there is nothing to kill, so ctx does
 	// not cut that wait short: the attempt's deadline bounds it, and a ctx
 	// that ended meanwhile kills the process at once.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.c.AttemptTimeout())
 	stop := conn.bound(sctx)
-	err := conn.Send(req)
-	var f Frame
+	err := conn.send(req)
+	var f frame
 	if err == nil {
-		f, err = conn.Recv(sctx)
-		conn.Release()
+		f, err = conn.recv(sctx)
+		conn.release()
 	}
 	stop()
 	cancel()
@@ -186,16 +186,16 @@ func (a *Agent) stream(ctx context.Context, conn *Conn, req any, typed []byte, s
 
 // copyOutput copies output frames until exit, and returns the exit code.
 // Each frame's bytes are given back to the node's budget once written.
-func copyOutput(ctx context.Context, conn *Conn, stdout, stderr io.Writer) (int, error) {
+func copyOutput(ctx context.Context, conn *relayConn, stdout, stderr io.Writer) (int, error) {
 	for {
-		f, err := conn.Recv(ctx)
+		f, err := conn.recv(ctx)
 		if err != nil {
 			return 0, err
 		}
 		switch f.Type {
 		case "stdout", "stderr":
 			err := write(pick(f.Type, stdout, stderr), f.Data)
-			conn.Release()
+			conn.release()
 			if err != nil {
 				return 0, fmt.Errorf("client stream: %w", err)
 			}
@@ -211,7 +211,7 @@ func copyOutput(ctx context.Context, conn *Conn, stdout, stderr io.Writer) (int,
 // arrives. A read error ends input like EOF does. It stops sending once
 // done is closed; a Read still blocked then ends when the caller closes
 // its stream.
-func (a *Agent) pumpStdin(conn *Conn, typed []byte, stdin io.Reader, closeStdin bool, done <-chan struct{}) {
+func (a *Agent) pumpStdin(conn *relayConn, typed []byte, stdin io.Reader, closeStdin bool, done <-chan struct{}) {
 	if len(typed) > 0 && conn.sendStdin(typed) != nil {
 		return
 	}
@@ -238,7 +238,7 @@ func (a *Agent) pumpStdin(conn *Conn, typed []byte, stdin io.Reader, closeStdin 
 		select {
 		case <-done:
 		default:
-			_ = conn.Send(op("stdin_close"))
+			_ = conn.send(op("stdin_close"))
 		}
 	}
 }
