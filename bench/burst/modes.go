@@ -153,13 +153,23 @@ func (v *vkNode) scrape() (string, error) {
 	if v.metrics == "" {
 		return "", nil
 	}
-	resp, err := http.Get("http://" + v.metrics + "/metrics")
+	b, err := v.get("/metrics")
+	return string(b), err
+}
+
+// get is the body of path on vk-sandbox's metrics listener; a status other
+// than 200 is an error.
+func (v *vkNode) get(path string) ([]byte, error) {
+	resp, err := http.Get("http://" + v.metrics + path)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return string(b), err
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return b, err
 }
 
 // saveAllocs saves vk-sandbox's allocation profile as dir/tag.pb.gz; a
@@ -168,16 +178,7 @@ func (v *vkNode) saveAllocs(dir, tag string) {
 	if v.metrics == "" {
 		return
 	}
-	resp, err := http.Get("http://" + v.metrics + "/debug/pprof/allocs")
-	if err != nil {
-		logf("allocs %s: %v", tag, err)
-		return
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%s", resp.Status)
-	}
+	b, err := v.get("/debug/pprof/allocs")
 	if err == nil {
 		err = os.MkdirAll(dir, 0o755)
 	}
