@@ -32,9 +32,11 @@ const ReasonRenewFailed = "SandboxLeaseRenewFailed"
 //     is decided, and the key is looked at again after a backoff, so a
 //     node that is slow to reap is not listed every interval.
 //
-// Due rows are found by a scan of the store each interval (not per claim);
-// sandboxd is only called for rows that are due. A node whose rows are all
-// far from their deadlines is not scanned at all (see quiet).
+// Due rows are found by a scan of the store (never per claim), only when
+// one can be due: the rows put since the last scan are looked at alone
+// (see quiet), so a node whose rows are all far from their deadlines is
+// not scanned however fast it claims. sandboxd is only called for rows
+// that are due.
 func (e *Engine) watchLeases(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Second
@@ -44,8 +46,7 @@ func (e *Engine) watchLeases(ctx context.Context, interval time.Duration) {
 }
 
 func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
-	version := e.store.Version()
-	if e.leases.quiet(version, now) {
+	if e.leases.quiet(e.store, now) {
 		return
 	}
 	var expired, renew []PodKey
@@ -70,7 +71,7 @@ func (e *Engine) checkLeases(ctx context.Context, now time.Time) {
 		}
 		return true
 	})
-	e.leases.scanned(version, next)
+	e.leases.scanned(next)
 	for _, key := range renew {
 		e.renewOne(ctx, key, now)
 	}

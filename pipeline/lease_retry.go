@@ -17,23 +17,38 @@ type leaseRetries struct {
 	interval time.Duration // the watch interval; 0 until watchLeases runs
 	keys     *records
 
-	// Owned by the lease-watch loop: the store version its last full pass
-	// scanned, and the earliest moment a row of that pass can be due.
-	seen     uint64
+	// Owned by the lease-watch loop: the earliest moment a row can be
+	// due, as of its last full pass and the rows put since; changed is
+	// the store's list of those, reused.
 	nextLook time.Time
+	changed  []string
 }
 
-// quiet reports whether a pass at now can be skipped: no row has changed
-// since the last full pass (the store is at the version it scanned), and
-// none of its rows can be due yet. A key in backoff, or one in its
-// renewal window, makes every pass a full one, as does any commit.
+// quiet reports whether a pass at now can be skipped: no row the last
+// full pass saw can be due yet, nor any row put since. A row put since
+// is looked at alone (its key from the store's TakeChanged), so a node
+// that keeps claiming pays for what it claims, not for the whole table
+// each interval. A key in backoff, or one in its renewal window, makes
+// every pass a full one, as does a list the store could not keep whole.
 // Nothing else makes a row due sooner: the Pod's lifetime and sandboxd's
 // renew verb only decide, inside the renewal window, whether to renew.
-func (l *leaseRetries) quiet(version uint64, now time.Time) bool {
-	return version == l.seen && now.Before(l.nextLook)
+func (l *leaseRetries) quiet(st Store, now time.Time) bool {
+	changed, all := st.TakeChanged(l.changed[:0])
+	defer func() { clear(changed); l.changed = changed[:0] }()
+	if all {
+		return false
+	}
+	for _, k := range changed {
+		if c, ok := st.Get(k); ok && !c.Deadline.IsZero() {
+			if at := c.Deadline.Add(-l.lead(c)); at.Before(l.nextLook) {
+				l.nextLook = at
+			}
+		}
+	}
+	return now.Before(l.nextLook)
 }
 
-func (l *leaseRetries) scanned(version uint64, next time.Time) { l.seen, l.nextLook = version, next }
+func (l *leaseRetries) scanned(next time.Time) { l.nextLook = next }
 
 // leaseRetry is one key's backoff.
 type leaseRetry struct {

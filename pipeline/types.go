@@ -148,8 +148,9 @@ type Store interface {
 	Holder(id string) (key string, ok bool)
 	Range(fn func(key string, c store.Claim) bool)
 	Len() int
-	// Version grows with every change to the durable rows.
-	Version() uint64
+	// TakeChanged lists the keys put since its last call (all: look at
+	// every row instead), for the lease watch.
+	TakeChanged(dst []string) (_ []string, all bool)
 }
 
 // Verdict is the delete authorization decision (docs/pod-contract.md,

@@ -165,13 +165,17 @@ func (s *Store) commit(batch []*request) (groupStat, error) {
 			}
 			if op.del {
 				delete(s.rows, op.key)
+				continue
+			}
+			s.rows[op.key] = row{claim: op.claim, line: op.line}
+			s.holders[op.claim.ID] = op.key
+			if len(s.changed) < maxChanged {
+				s.changed = append(s.changed, op.key)
 			} else {
-				s.rows[op.key] = row{claim: op.claim, line: op.line}
-				s.holders[op.claim.ID] = op.key
+				s.changedAll = true
 			}
 		}
 	}
-	s.version.Add(1)
 	s.mu.Unlock()
 	if s.opts.Observer != nil {
 		s.opts.Observer.Commit(len(batch), len(buf), took)

@@ -123,7 +123,11 @@ type Store struct {
 	wbuf       *bufio.Writer // snapshot buffer, reused: compaction is periodic
 
 	lastCommit atomic.Pointer[error] // see Health; written by the writer only
-	version    atomic.Uint64         // see Version; bumped under mu
+
+	// Under mu: the keys put since the last TakeChanged, and whether
+	// some were not kept (see there).
+	changed    []string
+	changedAll bool
 }
 
 // Open opens the claim store at path, creating its directory (0700) and file
@@ -153,6 +157,8 @@ func Open(path string, o Options) (*Store, error) {
 		lg:   lg.With("path", path),
 		done: make(chan struct{}),
 		wbuf: bufio.NewWriterSize(nil, 256<<10),
+		// The rows recovered from the file were never listed as changed.
+		changedAll: true,
 	}
 	s.q.wake = make(chan struct{}, 1)
 	if err := s.makeDir(); err != nil {
@@ -334,10 +340,27 @@ type rangeRow struct {
 // rangeSnapshots holds Range's snapshot slices for reuse.
 var rangeSnapshots = sync.Pool{New: func() any { return new([]rangeRow) }}
 
-// Version counts the changes to the durable table: it grows, under the
-// same lock, with every group commit that changes a row, so a caller that
-// saw one version and sees it again knows that no row changed in between.
-func (s *Store) Version() uint64 { return s.version.Load() }
+// maxChanged bounds the keys kept for TakeChanged between two calls.
+const maxChanged = 1 << 16
+
+// TakeChanged appends to dst the keys put since the last call (a key put
+// twice may appear twice), forgets them, and returns dst. all reports that
+// the list is not complete: more than maxChanged puts came in between, or
+// this is the first call since Open (the recovered rows were never
+// listed); the caller must then look at every row. Deletes are not listed.
+// A caller that looks at the rows after TakeChanged returns sees every put
+// either in this list, in the rows it looks at, or in the next list.
+func (s *Store) TakeChanged(dst []string) (_ []string, all bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dst, all = append(dst, s.changed...), s.changedAll
+	clear(s.changed)
+	s.changed, s.changedAll = s.changed[:0], false
+	if cap(s.changed) > 4096 { // a burst's list is not kept for good
+		s.changed = nil
+	}
+	return dst, all
+}
 
 // Len is the number of durable rows.
 func (s *Store) Len() int {
