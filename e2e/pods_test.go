@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
@@ -69,10 +70,15 @@ func TestNodeRegistersWithIdentityCapacityAndPort(t *testing.T) {
 func TestSandboxPodGoesRunningWithTheVMAddress(t *testing.T) {
 	n := startNode(t, sim.Config{})
 	ns := newNamespace(t)
-	createPod(t, sandboxPod(ns, "sb", n.Name, func(p *corev1.Pod) {
+	created := createPod(t, sandboxPod(ns, "sb", n.Name, func(p *corev1.Pod) {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "side:1"})
 	}))
 	p := waitRunning(t, ns, "sb")
+	// The node writes status from the Pod's metadata and status alone;
+	// the apiserver keeps the spec it stored.
+	if !apiequality.Semantic.DeepEqual(created.Spec, p.Spec) {
+		t.Errorf("the status writes changed the spec:\ncreated %+v\nRunning %+v", created.Spec, p.Spec)
+	}
 	cs, _ := clients(t)
 	live := n.live()
 	if len(live) != 1 {

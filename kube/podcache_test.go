@@ -78,3 +78,36 @@ func BenchmarkPublishRunning(b *testing.B) {
 		b.Fatal("Running was not pushed")
 	}
 }
+
+// TestThePushCarriesMetadataAndStatusNotTheSpec: virtual-kubelet is handed
+// what it writes (the status, and the annotations a status write may
+// change), not the spec, which it would compare, copy and send for
+// nothing; the cache entry keeps the whole Pod for GetPod.
+func TestThePushCarriesMetadataAndStatusNotTheSpec(t *testing.T) {
+	p := providerOver(t, nopEngine{}, ProviderOptions{Log: slog.New(slog.DiscardHandler)})
+	var pushed *corev1.Pod
+	p.NotifyPods(context.Background(), func(pod *corev1.Pod) { pushed = pod })
+	ctx := context.Background()
+	in := testkit.RunningSandboxPod()
+	delete(in.Annotations, AnnClaimID)
+	in.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	if err := p.CreatePod(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	c := pipeline.ClaimView{ID: "sb_1", Address: "10.77.0.9:8080", ClaimedAt: time.Now(), Deadline: time.Now().Add(time.Hour)}
+	p.Running(ctx, refOf(in), c, false)
+	if pushed == nil {
+		t.Fatal("Running pushed nothing")
+	}
+	if pushed.Status.Phase != corev1.PodRunning || pushed.Status.PodIP != "10.77.0.9" || pushed.Annotations[AnnClaimID] != "sb_1" ||
+		pushed.UID != in.UID || pushed.Name != in.Name || pushed.Namespace != in.Namespace || pushed.ResourceVersion != in.ResourceVersion {
+		t.Fatalf("the pushed Pod lacks what a status write needs: %+v", pushed)
+	}
+	if len(pushed.Spec.Containers) != 0 || pushed.Spec.NodeName != "" {
+		t.Errorf("the pushed Pod carries the spec: %+v", pushed.Spec)
+	}
+	entry, err := p.GetPod(ctx, in.Namespace, in.Name)
+	if err != nil || len(entry.Spec.Containers) != 1 || entry.Status.Phase != corev1.PodRunning {
+		t.Fatalf("the cache entry lost its spec or status: %+v, %v", entry, err)
+	}
+}

@@ -249,9 +249,15 @@ func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) { return p.ca
 // NotifyPods registers virtual-kubelet's status callback. It does not block.
 func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) { p.notify.Store(&cb) }
 
+// push hands virtual-kubelet pod's new status: its metadata and status
+// alone. virtual-kubelet compares what it is given with the last one
+// (go-cmp), copies it, and writes it as the Pod's status, and on a status
+// write the apiserver keeps the stored spec whatever the request carries,
+// so a spec would be compared, copied, encoded and decoded for nothing.
+// The metadata is shared with the cache entry, which is never mutated.
 func (p *Provider) push(pod *corev1.Pod) {
 	if cb := p.notify.Load(); cb != nil && pod != nil {
-		(*cb)(pod)
+		(*cb)(&corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Status: pod.Status})
 	}
 }
 
