@@ -1,0 +1,146 @@
+package vkcompat
+
+// The node's Pod watch, resumed when the apiserver ends it at once
+// (docs/virtual-kubelet.md, 19).
+//
+// Behaviour (client-go v0.37.2, tools/cache/reflector.go): a watch that
+// ends within a second without delivering anything is a
+// VeryShortWatchError; the reflector then gives up the watch, waits out
+// its backoff (0.8 s at first, with as much jitter again) and lists anew.
+// A busy apiserver ends a node's watch whenever its buffer (ten events for
+// a watch by spec.nodeName) stays full: in a burst of a thousand Pods on
+// two cores it did so seven to fifteen times, and where the watch opened
+// after such a cut was cut again before its first event, nothing reached
+// the node for 1.5 s and the last Pod ran a second later.
+// Pinned by: TestAShortWatchIsResumedFromTheSameVersion,
+// TestAWatchThatDeliveredIsHandedBackWhenItEnds,
+// TestShortWatchesAreResumedAFewTimesOnly.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+)
+
+const (
+	// shortWatch is how long a watch must last, or deliver, not to be
+	// resumed: client-go's bound for a very short watch.
+	shortWatch = time.Second
+	// maxResumes bounds the watches opened in a row for one that keeps
+	// ending at once; then the reflector decides, as before.
+	maxResumes = 3
+	// firstResumePause is the pause before the first resume; it doubles.
+	firstResumePause = 50 * time.Millisecond
+)
+
+// ResumeShortWatches is lw, except that a watch the apiserver ends within
+// a second of opening, having delivered nothing, is opened again with the
+// same options (the same resourceVersion) after a short pause, up to
+// maxResumes times, and the reflector sees one watch. A watch that
+// delivered an event, or lasted, ends as it did; so does a watch-list
+// stream (sendInitialEvents) and anything the caller stops.
+func ResumeShortWatches(lw ListerWatcher) ListerWatcher {
+	return resumingLW{lw}
+}
+
+// ListerWatcher is client-go's lister-watcher with and without contexts,
+// as an informer takes it (cache.ToListWatcherWithWatchListSemantics
+// makes one).
+type ListerWatcher interface {
+	cache.ListerWatcher
+	cache.ListerWatcherWithContext
+}
+
+type resumingLW struct{ ListerWatcher }
+
+// Watch is WatchWithContext without a context, for callers that use the
+// deprecated method.
+func (l resumingLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return l.WatchWithContext(context.Background(), opts)
+}
+
+// IsWatchListSemanticsUnSupported passes on what lw says of watch-list
+// streams, which the reflector asks before it uses them.
+func (l resumingLW) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcher)
+}
+
+func (l resumingLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := l.ListerWatcher.WatchWithContext(ctx, opts)
+	if err != nil || (opts.SendInitialEvents != nil && *opts.SendInitialEvents) {
+		return w, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r := &resumingWatch{out: make(chan watch.Event), cancel: cancel}
+	r.wg.Add(1)
+	go r.run(ctx, w, func() (watch.Interface, error) { return l.ListerWatcher.WatchWithContext(ctx, opts) })
+	return r, nil
+}
+
+// resumingWatch passes on the events of one watch after another.
+type resumingWatch struct {
+	out    chan watch.Event
+	cancel context.CancelFunc
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+func (r *resumingWatch) ResultChan() <-chan watch.Event { return r.out }
+
+// Stop ends the watch: the one open is stopped and ResultChan closed.
+func (r *resumingWatch) Stop() {
+	r.once.Do(r.cancel)
+	r.wg.Wait()
+}
+
+func (r *resumingWatch) run(ctx context.Context, w watch.Interface, open func() (watch.Interface, error)) {
+	defer r.wg.Done()
+	defer close(r.out)
+	pause := firstResumePause
+	for resumes := 0; ; resumes++ {
+		start, delivered := time.Now(), r.pass(ctx, w)
+		w.Stop()
+		// Invariant: only a watch that delivered nothing and ended within
+		// shortWatch is resumed, and only maxResumes times in a row: every
+		// other end reaches the reflector as the apiserver's.
+		if delivered || ctx.Err() != nil || time.Since(start) >= shortWatch || resumes == maxResumes {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause *= 2
+		var err error
+		if w, err = open(); err != nil {
+			return // the reflector's next watch meets the error itself
+		}
+	}
+}
+
+// pass forwards w's events until it ends or ctx does, and reports whether
+// it forwarded any.
+func (r *resumingWatch) pass(ctx context.Context, w watch.Interface) (delivered bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return delivered
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return delivered
+			}
+			select {
+			case r.out <- ev:
+				delivered = true
+			case <-ctx.Done():
+				return delivered
+			}
+		}
+	}
+}
