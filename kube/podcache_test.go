@@ -19,12 +19,7 @@ import (
 func TestStatusChangesLeaveEarlierPodObjectsUnchanged(t *testing.T) {
 	p := providerOver(t, nopEngine{}, ProviderOptions{Log: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
-	in := testkit.RunningSandboxPod()
-	delete(in.Annotations, AnnClaimID)
-	in.Status = corev1.PodStatus{Phase: corev1.PodPending}
-	if err := p.CreatePod(ctx, in); err != nil {
-		t.Fatal(err)
-	}
+	in := createPending(t, p)
 	pending, err := p.GetPod(ctx, in.Namespace, in.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +43,19 @@ func TestStatusChangesLeaveEarlierPodObjectsUnchanged(t *testing.T) {
 	if pending.Status.Phase != corev1.PodPending {
 		t.Errorf("the Pending entry was changed to %s", pending.Status.Phase)
 	}
+}
+
+// createPending hands p a new sandbox Pod, Pending and not claimed yet,
+// and returns it.
+func createPending(t *testing.T, p *Provider) *corev1.Pod {
+	t.Helper()
+	in := testkit.RunningSandboxPod()
+	delete(in.Annotations, AnnClaimID)
+	in.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	if err := p.CreatePod(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 // nopEngine queues nothing: the benchmark measures the provider alone.
@@ -88,12 +96,7 @@ func TestThePushCarriesMetadataAndStatusNotTheSpec(t *testing.T) {
 	var pushed *corev1.Pod
 	p.NotifyPods(context.Background(), func(pod *corev1.Pod) { pushed = pod })
 	ctx := context.Background()
-	in := testkit.RunningSandboxPod()
-	delete(in.Annotations, AnnClaimID)
-	in.Status = corev1.PodStatus{Phase: corev1.PodPending}
-	if err := p.CreatePod(ctx, in); err != nil {
-		t.Fatal(err)
-	}
+	in := createPending(t, p)
 	c := pipeline.ClaimView{ID: "sb_1", Address: "10.77.0.9:8080", ClaimedAt: time.Now(), Deadline: time.Now().Add(time.Hour)}
 	p.Running(ctx, refOf(in), c, false)
 	if pushed == nil {

@@ -60,6 +60,18 @@ func delivering(pod string) func() watch.Interface {
 	}
 }
 
+// resumingFrom42 is lw's watch from resourceVersion 42, resumed; the
+// test stops it when it ends.
+func resumingFrom42(t *testing.T, lw *scriptedLW) watch.Interface {
+	t.Helper()
+	w, err := ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
 // drain reads w to its end (or fails at the deadline) and returns the
 // names of the Pods it delivered.
 func drain(t *testing.T, w watch.Interface) []string {
@@ -85,12 +97,7 @@ func drain(t *testing.T, w watch.Interface) []string {
 // backoff and a relist.
 func TestAShortWatchIsResumedFromTheSameVersion(t *testing.T) {
 	lw := &scriptedLW{script: []func() watch.Interface{endedAtOnce, delivering("p-1")}}
-	w, err := ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "42"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if got := drain(t, w); len(got) != 1 || got[0] != "p-1" {
+	if got := drain(t, resumingFrom42(t, lw)); len(got) != 1 || got[0] != "p-1" {
 		t.Fatalf("delivered %v, want the second watch's p-1", got)
 	}
 	opts := lw.watches()
@@ -104,12 +111,7 @@ func TestAShortWatchIsResumedFromTheSameVersion(t *testing.T) {
 // not wrapped at all.
 func TestAWatchThatDeliveredIsHandedBackWhenItEnds(t *testing.T) {
 	lw := &scriptedLW{script: []func() watch.Interface{delivering("p-1"), delivering("p-2")}}
-	w, err := ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "42"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if got := drain(t, w); len(got) != 1 || got[0] != "p-1" {
+	if got := drain(t, resumingFrom42(t, lw)); len(got) != 1 || got[0] != "p-1" {
 		t.Fatalf("delivered %v, want p-1 and the end", got)
 	}
 	if n := len(lw.watches()); n != 1 {
@@ -129,11 +131,7 @@ func TestAWatchThatDeliveredIsHandedBackWhenItEnds(t *testing.T) {
 // resumed watch.
 func TestShortWatchesAreResumedAFewTimesOnly(t *testing.T) {
 	lw := &scriptedLW{script: []func() watch.Interface{endedAtOnce}}
-	w, err := ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "42"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := drain(t, w); len(got) != 0 {
+	if got := drain(t, resumingFrom42(t, lw)); len(got) != 0 {
 		t.Fatalf("delivered %v", got)
 	}
 	if n := len(lw.watches()); n != maxResumes+1 {
@@ -142,7 +140,8 @@ func TestShortWatchesAreResumedAFewTimesOnly(t *testing.T) {
 
 	silent := watch.NewFake() // open, and never delivers
 	lw = &scriptedLW{script: []func() watch.Interface{func() watch.Interface { return silent }}}
-	if w, err = ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{}); err != nil {
+	w, err := ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	w.Stop()
