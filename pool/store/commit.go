@@ -169,11 +169,7 @@ func (s *Store) commit(batch []*request) (groupStat, error) {
 			}
 			s.rows[op.key] = row{claim: op.claim, line: op.line}
 			s.holders[op.claim.ID] = op.key
-			if len(s.changed) < maxChanged {
-				s.changed = append(s.changed, op.key)
-			} else {
-				s.changedAll = true
-			}
+			s.noteChanged(op.key)
 		}
 	}
 	s.mu.Unlock()

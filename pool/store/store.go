@@ -340,28 +340,6 @@ type rangeRow struct {
 // rangeSnapshots holds Range's snapshot slices for reuse.
 var rangeSnapshots = sync.Pool{New: func() any { return new([]rangeRow) }}
 
-// maxChanged bounds the keys kept for TakeChanged between two calls.
-const maxChanged = 1 << 16
-
-// TakeChanged appends to dst the keys put since the last call (a key put
-// twice may appear twice), forgets them, and returns dst. all reports that
-// the list is not complete: more than maxChanged puts came in between, or
-// this is the first call since Open (the recovered rows were never
-// listed); the caller must then look at every row. Deletes are not listed.
-// A caller that looks at the rows after TakeChanged returns sees every put
-// either in this list, in the rows it looks at, or in the next list.
-func (s *Store) TakeChanged(dst []string) (_ []string, all bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	dst, all = append(dst, s.changed...), s.changedAll
-	clear(s.changed)
-	s.changed, s.changedAll = s.changed[:0], false
-	if cap(s.changed) > 4096 { // a burst's list is not kept for good
-		s.changed = nil
-	}
-	return dst, all
-}
-
 // Len is the number of durable rows.
 func (s *Store) Len() int {
 	s.mu.RLock()
