@@ -18,13 +18,13 @@ package vkcompat
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -72,12 +72,11 @@ func (l resumingLW) IsWatchListSemanticsUnSupported() bool {
 
 func (l resumingLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := l.ListerWatcher.WatchWithContext(ctx, opts)
-	if err != nil || (opts.SendInitialEvents != nil && *opts.SendInitialEvents) {
+	if err != nil || ptr.Deref(opts.SendInitialEvents, false) {
 		return w, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r := &resumingWatch{out: make(chan watch.Event), cancel: cancel}
-	r.wg.Add(1)
+	r := &resumingWatch{out: make(chan watch.Event), cancel: cancel, done: make(chan struct{})}
 	go r.run(ctx, w, func() (watch.Interface, error) { return l.ListerWatcher.WatchWithContext(ctx, opts) })
 	return r, nil
 }
@@ -86,20 +85,19 @@ func (l resumingLW) WatchWithContext(ctx context.Context, opts metav1.ListOption
 type resumingWatch struct {
 	out    chan watch.Event
 	cancel context.CancelFunc
-	once   sync.Once
-	wg     sync.WaitGroup
+	done   chan struct{} // closed when run has returned
 }
 
 func (r *resumingWatch) ResultChan() <-chan watch.Event { return r.out }
 
 // Stop ends the watch: the one open is stopped and ResultChan closed.
 func (r *resumingWatch) Stop() {
-	r.once.Do(r.cancel)
-	r.wg.Wait()
+	r.cancel()
+	<-r.done
 }
 
 func (r *resumingWatch) run(ctx context.Context, w watch.Interface, open func() (watch.Interface, error)) {
-	defer r.wg.Done()
+	defer close(r.done)
 	defer close(r.out)
 	pause := firstResumePause
 	for resumes := 0; ; resumes++ {
