@@ -120,8 +120,9 @@ func hostIP() string {
 }
 
 // execVia names the two transports kubectl exec speaks to the apiserver:
-// WebSocket (its default since 1.30; the apiserver translates it to SPDY
-// towards the kubelet) and SPDY (its fallback, passed through as is).
+// WebSocket (its default since 1.30; the apiserver proxies it to the node,
+// which declares ExtendWebSocketsToKubelet) and SPDY (its fallback, passed
+// through as is).
 type execVia string
 
 const (
@@ -175,7 +176,7 @@ func (k *kubectlNode) execWithin(ctx context.Context, t *testing.T, via execVia,
 }
 
 // forwardVia names the two ways kubectl port-forward dials the apiserver:
-// SPDY, and SPDY tunnelled over WebSocket (the apiserver unwraps it).
+// SPDY, and SPDY tunnelled over WebSocket (the node unwraps it).
 type forwardVia string
 
 const (
@@ -222,6 +223,7 @@ func (k *kubectlNode) portForward(t *testing.T, via forwardVia, remote int) stri
 	select {
 	case <-ready:
 	case err := <-done:
+		done <- err // for the cleanup, which waits for the forwarder's end
 		t.Fatalf("port-forward ended before it was ready: %v (%s)", err, errOut.String())
 	case <-time.After(waitFor):
 		t.Fatal("port-forward not ready")

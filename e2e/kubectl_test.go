@@ -11,9 +11,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientexec "k8s.io/client-go/util/exec"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
+	"github.com/cocoonstack/vk-sandbox/kube/kubeletapi"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -216,4 +218,57 @@ func TestKubectlExecIdleSessionIsClosedAndItsCommandKilled(t *testing.T) {
 		t.Logf("%s: the idle exec ended with %v", via, r.err)
 		testkit.WaitFor(t, waitFor, "the guest's sleep killed", func() bool { return k.counter("agent_kill") == int64(i+1) })
 	}
+}
+
+// The node declares ExtendWebSocketsToKubelet, so the apiserver proxies
+// kubectl's WebSocket exec and port-forward to it as they are, instead of
+// translating them to SPDY (about three times the apiserver's CPU per
+// byte): its own counter of WebSocket streaming requests shows which.
+func TestWebSocketExecAndPortForwardAreProxiedToTheNode(t *testing.T) {
+	k := startKubectlNode(t)
+	node, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), k.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(node.Status.DeclaredFeatures, kubeletapi.WebSocketFeature) {
+		t.Fatalf("node declares %v, want %s", node.Status.DeclaredFeatures, kubeletapi.WebSocketFeature)
+	}
+	before := websocketRoutes(t)
+	if r := k.exec(t, viaWebSocket, strings.NewReader("over websocket"), false, "cat"); r.err != nil || r.stdout != "over websocket" {
+		t.Fatalf("exec: %v, stdout %q", r.err, r.stdout)
+	}
+	c, err := net.Dial("tcp", k.portForward(t, forwardWebSocket, guestPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	testkit.EchoRoundTrip(t, c.(*net.TCPConn), []byte("tunnelled"))
+	after := websocketRoutes(t)
+	for _, sub := range []string{"exec", "portforward"} {
+		if d := after[sub+"/proxied_to_kubelet"] - before[sub+"/proxied_to_kubelet"]; d < 1 {
+			t.Errorf("%s: %v WebSocket requests proxied to the node, want 1 (routes before %v, after %v)", sub, d, before, after)
+		}
+		if d := after[sub+"/translated_at_apiserver"] - before[sub+"/translated_at_apiserver"]; d != 0 {
+			t.Errorf("%s: %v WebSocket requests translated by the apiserver, want none", sub, d)
+		}
+	}
+}
+
+// websocketRoutes reads kube-apiserver's apiserver_websocket_streaming_requests_total
+// by "subresource/proxy_type".
+func websocketRoutes(t *testing.T) map[string]float64 {
+	t.Helper()
+	raw, err := env.Clientset().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := parseText(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, sm := range s["apiserver_websocket_streaming_requests_total"] {
+		out[sm.labels["subresource"]+"/"+sm.labels["proxy_type"]] += sm.value
+	}
+	return out
 }

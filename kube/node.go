@@ -20,6 +20,7 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cocoonstack/vk-sandbox/kube/kubeletapi"
 	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
@@ -209,7 +210,7 @@ func newNodeSpec(name string) *corev1.Node {
 // logs, stats, the Pod lists) from the provider, as virtual-kubelet's
 // nodeutil.AttachProviderRoutes does.
 func attachKubeletAPI(mux *http.ServeMux, p *Provider, pods corev1listers.PodLister) {
-	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
+	mux.Handle("/", p.api.WebSocketExec(api.PodHandler(api.PodHandlerConfig{
 		RunInContainer:        p.api.RunInContainer,
 		AttachToContainer:     p.api.AttachToContainer,
 		GetContainerLogs:      p.api.GetContainerLogs,
@@ -219,11 +220,11 @@ func attachKubeletAPI(mux *http.ServeMux, p *Provider, pods corev1listers.PodLis
 		GetMetricsResource:    p.api.GetMetricsResource,
 		PortForward:           p.api.PortForward,
 		StreamIdleTimeout:     p.api.IdleTimeout(),
-	}, true))
+	}, true)))
 	// virtual-kubelet swaps port-forward's two timeouts (vkcompat.PortForward):
 	// its route is served here instead, with the idle timeout as the idle
 	// timeout and the kubelet's creation timeout.
-	mux.Handle(vkcompat.PortForwardRoute, vkcompat.PortForward(p.api.PortForward, p.api.IdleTimeout(), vkcompat.KubeletStreamCreationTimeout))
+	mux.Handle(vkcompat.PortForwardRoute, kubeletapi.TunneledPortForward(vkcompat.PortForward(p.api.PortForward, p.api.IdleTimeout(), vkcompat.KubeletStreamCreationTimeout)))
 }
 
 func nodeCapacity(o NodeOptions) (corev1.ResourceList, error) {
@@ -275,4 +276,8 @@ func identity(n *corev1.Node, o NodeOptions, port int32, capacity corev1.Resourc
 	// The binary's own platform: the node runs where it runs.
 	n.Status.NodeInfo.OperatingSystem = runtime.GOOS
 	n.Status.NodeInfo.Architecture = runtime.GOARCH
+	// The kubelet API serves WebSocket exec, attach and port-forward
+	// itself (kubeletapi.API.WebSocketExec, kubeletapi.TunneledPortForward): the apiserver
+	// then proxies them instead of translating them to SPDY.
+	n.Status.DeclaredFeatures = []string{kubeletapi.WebSocketFeature}
 }
