@@ -196,75 +196,51 @@ func (a *API) serveV5(w http.ResponseWriter, req *http.Request, verb, ns, pod, c
 		http.Error(w, "you must specify at least one of stdin, stdout, stderr", http.StatusBadRequest)
 		return
 	}
-	conn := wsstream.NewConn(map[string]wsstream.ChannelProtocolConfig{
-		remotecommandconsts.StreamProtocolV5Name: {Binary: true, Channels: []wsstream.ChannelType{
-			channel(stdin, wsstream.ReadChannel), channel(stdout, wsstream.WriteChannel), channel(stderr, wsstream.WriteChannel),
-			wsstream.WriteChannel, wsstream.ReadChannel,
-		}},
-	})
-	conn.SetIdleTimeout(a.IdleTimeout())
-	_, streams, err := conn.Open(w, req)
+	s, err := openV5(w, req, a.IdleTimeout())
 	if err != nil {
 		a.log.Warn("websocket exec: upgrade failed", "pod", ns+"/"+pod, "error", err)
 		return
 	}
-	defer conn.Close()
+	defer s.close()
 	// An empty message on the lowest channel the client reads tells it
 	// the session is up.
-	first := chanStatus
+	first := byte(chanStatus)
 	if stdout {
 		first = chanStdout
 	} else if stderr {
 		first = chanStderr
 	}
-	if _, err := streams[first].Write(nil); err != nil {
+	if err := s.send(first, nil); err != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
-	s := &wsIO{tty: tty}
+	sio := &wsIO{tty: tty}
+	var in *io.PipeWriter
 	if stdin {
-		s.stdin = streams[chanStdin]
+		sio.stdin, in = io.Pipe()
 	}
 	if stdout {
-		s.stdout = streams[chanStdout]
+		sio.stdout = s.channel(chanStdout)
 	}
 	if stderr {
-		s.stderr = streams[chanStderr]
+		sio.stderr = s.channel(chanStderr)
 	}
 	if tty {
-		s.resize = make(chan api.TermSize)
-		go resizes(ctx, streams[chanResize], s.resize)
+		sio.resize = make(chan api.TermSize)
 	}
+	// The client's leaving ends the session, as a SPDY connection's close
+	// does on virtual-kubelet's path.
+	go s.receive(ctx, cancel, in, sio.resize)
 	if verb == "exec" {
-		err = a.RunInContainer(ctx, ns, pod, container, q["command"], s)
+		err = a.RunInContainer(ctx, ns, pod, container, q["command"], sio)
 	} else {
-		err = a.AttachToContainer(ctx, ns, pod, container, s)
+		err = a.AttachToContainer(ctx, ns, pod, container, sio)
 	}
-	writeStatus(streams[chanStatus], err)
-}
-
-func channel(asked bool, t wsstream.ChannelType) wsstream.ChannelType {
-	if asked {
-		return t
-	}
-	return wsstream.IgnoreChannel
-}
-
-// resizes decodes the terminal sizes kubectl sends until the stream ends
-// or the session does.
-func resizes(ctx context.Context, r io.Reader, out chan<- api.TermSize) {
-	dec := json.NewDecoder(r)
-	for {
-		var size struct{ Width, Height uint16 }
-		if err := dec.Decode(&size); err != nil {
-			return
-		}
-		select {
-		case out <- api.TermSize{Width: size.Width, Height: size.Height}:
-		case <-ctx.Done():
-			return
-		}
+	// A client that left, or a session idle too long, gets no answer: the
+	// connection ends, as a SPDY connection does.
+	if !s.clientGone() {
+		writeStatus(s.channel(chanStatus), err)
 	}
 }
 

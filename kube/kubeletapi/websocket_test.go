@@ -2,17 +2,21 @@ package kubeletapi
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	clientexec "k8s.io/client-go/util/exec"
 
+	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -30,6 +34,11 @@ func wsServer(t *testing.T, it *interactive) *httptest.Server {
 // wsExec runs cmd through kubectl's WebSocket executor (V5).
 func wsExec(t *testing.T, srv *httptest.Server, verb string, opts remotecommand.StreamOptions, cmd ...string) error {
 	t.Helper()
+	return wsExecCtx(t.Context(), t, srv, verb, opts, cmd...)
+}
+
+func wsExecCtx(ctx context.Context, t *testing.T, srv *httptest.Server, verb string, opts remotecommand.StreamOptions, cmd ...string) error {
+	t.Helper()
 	q := url.Values{"command": cmd}
 	for name, on := range map[string]bool{"input": opts.Stdin != nil, "output": opts.Stdout != nil, "error": opts.Stderr != nil, "tty": opts.Tty} {
 		if on {
@@ -40,7 +49,7 @@ func wsExec(t *testing.T, srv *httptest.Server, verb string, opts remotecommand.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ex.StreamWithContext(t.Context(), opts)
+	return ex.StreamWithContext(ctx, opts)
 }
 
 // kubectl's WebSocket exec reaches the guest: stdout and stderr apart,
@@ -103,4 +112,22 @@ func TestWebSocketExecLeavesOtherRequestsToTheNext(t *testing.T) {
 			t.Errorf("%s (v4): status %d, want it passed to the next handler", path, resp.StatusCode)
 		}
 	}
+}
+
+// A client that leaves ends its session: the command is stopped, as when
+// a SPDY connection closes.
+func TestWebSocketExecEndsWhenTheClientLeaves(t *testing.T) {
+	it := newInteractive(t, sim.Config{}, interactiveRoot)
+	srv := wsServer(t, it)
+	ctx, leave := context.WithCancel(t.Context())
+	pr, pw := io.Pipe() // stdin that never ends
+	defer pw.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- wsExecCtx(ctx, t, srv, "exec", remotecommand.StreamOptions{Stdin: pr, Stdout: io.Discard}, "cat")
+	}()
+	testkit.WaitFor(t, 10*time.Second, "cat running", func() bool { return len(it.sim.GuestProcs(it.claim.ID)) == 1 })
+	leave()
+	<-done
+	testkit.WaitFor(t, 10*time.Second, "cat stopped", func() bool { return it.sim.GuestProcs(it.claim.ID)[0].State == "exited" })
 }
