@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/kube"
-	"github.com/cocoonstack/vk-sandbox/pipeline"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -78,47 +76,5 @@ func TestVirtualKubeletsEmptyCreateEventIsNotWritten(t *testing.T) {
 	})
 	if got := reasons["ProviderCreateSuccess"]; got != 0 {
 		t.Errorf("%d ProviderCreateSuccess Events written; want none (Events by reason: %v)", got, reasons)
-	}
-}
-
-// A Normal Event's write waits while a Pod of the node waits for its claim
-// (--event-yield), so informational writes never compete with the claims
-// they describe; a Warning is written meanwhile, and the waiting Event is
-// written once the node is idle.
-func TestSandboxClaimedEventIsWrittenOnceTheNodeIsIdle(t *testing.T) {
-	margs, scrape := metricsArgs(t)
-	// A wait far longer than the test: only the node going idle ends it.
-	n := startNode(t, sim.Config{}, append(margs, "--event-yield", "1h", "--event-qps", "0.2", "--event-burst", "10", "--requeue-max", "1s")...)
-	ns := newNamespace(t)
-	// No pool has this template: each attempt is refused, and the Pod
-	// keeps its claim intent, so the node stays busy.
-	createPod(t, sandboxPod(ns, "stuck", n.Name, func(p *corev1.Pod) { p.Annotations[kube.AnnTemplate] = "absent" }))
-	testkit.WaitForCtx(t, waitFor, "the stuck Pod's Warning, written while the node is busy", func(context.Context) (bool, error) {
-		return len(events(t, ns, "stuck", pipeline.ReasonClaimFailed)) > 0, nil
-	})
-
-	createPod(t, sandboxPod(ns, "claimed", n.Name))
-	waitRunning(t, ns, "claimed")
-	testkit.WaitForCtx(t, waitFor, "the claimed Pod's SandboxClaimed waiting", func(context.Context) (bool, error) {
-		v, ok := metricSum(t, scrape, "vksandbox_events_waiting")
-		return ok && v == 1, nil
-	})
-	if got := events(t, ns, "claimed", kube.EventClaimed); len(got) != 0 {
-		t.Fatalf("SandboxClaimed written while the node is busy: %v", got)
-	}
-	// A Warning recorded now is written while SandboxClaimed waits:
-	// Warnings have a writer of their own.
-	createPod(t, sandboxPod(ns, "stuck2", n.Name, func(p *corev1.Pod) { p.Annotations[kube.AnnTemplate] = "absent" }))
-	testkit.WaitForCtx(t, waitFor, "a Warning written while a Normal Event waits", func(context.Context) (bool, error) {
-		return len(events(t, ns, "stuck2", pipeline.ReasonClaimFailed)) > 0, nil
-	})
-
-	deletePod(t, ns, "stuck")
-	deletePod(t, ns, "stuck2")
-	testkit.WaitForCtx(t, waitFor, "SandboxClaimed written once the node is idle", func(context.Context) (bool, error) {
-		return len(events(t, ns, "claimed", kube.EventClaimed)) == 1, nil
-	})
-	if v, ok := metricSum(t, scrape, "vksandbox_events_waiting"); !ok || v != 0 {
-		t.Fatalf("vksandbox_events_waiting = %v (scraped: %v) once the Event is written, want 0", v, ok)
 	}
 }

@@ -89,20 +89,6 @@ func (d *Daemon) Provider() *Provider      { return d.prov }
 func (d *Daemon) Engine() *pipeline.Engine { return d.eng }
 func (d *Daemon) Node() *Node              { return d.node }
 
-// Busy reports whether a Pod of this node waits for its claim or for its
-// status write. It is a few counter reads, cheap enough to poll.
-func (d *Daemon) Busy() bool {
-	if d.node.waiting() {
-		return true
-	}
-	for _, n := range d.eng.QueueDepths() {
-		if n > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // Run runs the virtual node until ctx ends (or the node fails), then shuts
 // down: the node stops taking Pods, in-flight claims finish or roll back,
 // and every loop ends. Everything Run started has ended when it returns

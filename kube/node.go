@@ -97,9 +97,6 @@ type Node struct {
 	addr   string
 	tls    *tls.Config
 	limits telemetry.ServerLimits
-	// waiting reports a Pod unfinished in virtual-kubelet's sync or status
-	// queue.
-	waiting func() bool
 }
 
 // run serves the kubelet API and runs the node until ctx ends. It returns
@@ -157,14 +154,12 @@ func newNode(o NodeOptions, p *Provider) (*Node, error) {
 	spec := newNodeSpec(o.Name)
 	identity(spec, o, int32(port), capacity)
 	var overrides []func(*node.PodControllerConfig) error
-	waiting := func() bool { return false } // the default limiters are not metered
 	if !o.DefaultRateLimiters {
 		retryMax := o.RetryMax
 		if retryMax <= 0 {
 			retryMax = DefaultNodeOptions().RetryMax
 		}
-		override, w := vkcompat.ReplaceRateLimiters(o.Metrics, retryMax)
-		overrides, waiting = append(overrides, override), w
+		overrides = append(overrides, vkcompat.ReplaceRateLimiters(o.Metrics, retryMax))
 	}
 	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides, health: o.Health})
 	if err != nil {
@@ -190,7 +185,7 @@ func newNode(o NodeOptions, p *Provider) (*Node, error) {
 		handler = nodeutil.WithAuth(auth, mux)
 	}
 	limits := telemetry.DefaultServerLimits()
-	return &Node{ctl: ctl, api: telemetry.NewServer(handler, limits), addr: o.ListenAddr, tls: o.TLS, limits: limits, waiting: waiting}, nil
+	return &Node{ctl: ctl, api: telemetry.NewServer(handler, limits), addr: o.ListenAddr, tls: o.TLS, limits: limits}, nil
 }
 
 // newNodeSpec is the Node as virtual-kubelet's nodeutil starts it: Pending,

@@ -44,7 +44,6 @@ type Metrics struct {
 	loopPasses         metric.Float64Histogram
 	inventoryPublishes metric.Int64Counter
 	eventsShed         metric.Int64Counter
-	eventsWaiting      metric.Int64UpDownCounter
 	pipelineShards     metric.Int64Gauge
 	workersPerShard    metric.Int64Gauge
 	buildInfo          metric.Int64Gauge
@@ -118,10 +117,6 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.loopPasses = f64h("vksandbox_loop_pass_seconds", "s", "Passes of the pipeline's background loops by loop, and how long each took.", latencyBuckets)
 	m.inventoryPublishes = i64c("vksandbox_inventory_publishes_total", "{publish}", "NodeInventory publishes by result.")
 	m.eventsShed = i64c("vksandbox_events_shed_total", "{event}", "Normal Events not recorded because they exceeded the node's Event budget (--event-qps, --event-burst), by reason.")
-	ud, err := meter.Int64UpDownCounter("vksandbox_events_waiting", metric.WithUnit("{event}"),
-		metric.WithDescription("Normal Events whose write waits for the node to have no Pod waiting for its claim or status write (--event-yield)."))
-	errs = append(errs, err)
-	m.eventsWaiting = ud
 	m.pipelineShards = i64g("vksandbox_pipeline_shards", "{shard}", "Configured pipeline shards.")
 	m.workersPerShard = i64g("vksandbox_pipeline_workers_per_shard", "{worker}", "Configured workers per pipeline shard.")
 	m.buildInfo = i64g("vksandbox_build_info", "{build}", "Always 1; its labels are the binary's version, commit and Go version.")
@@ -241,15 +236,6 @@ func (m *Metrics) EventShed(reason string) {
 		return
 	}
 	m.eventsShed.Add(context.Background(), 1, m.reasonAttrs.get(reason, reasonSet))
-}
-
-// EventWaiting moves vksandbox_events_waiting by delta: +1 when a Normal
-// Event's write starts waiting for the node to be idle, -1 when it goes.
-func (m *Metrics) EventWaiting(delta int) {
-	if m == nil {
-		return
-	}
-	m.eventsWaiting.Add(context.Background(), int64(delta))
 }
 
 // RegisterBuildInfo publishes vksandbox_build_info{version,commit,go_version} 1,

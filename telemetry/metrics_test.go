@@ -25,8 +25,6 @@ func exercise(ctx context.Context, m *Metrics, depth []int, held int) {
 	m.LoopPass("orphan-scan", 2*time.Millisecond)
 	m.InventoryPublish(true)
 	m.EventShed("SandboxClaimed")
-	m.EventWaiting(2)
-	m.EventWaiting(-1)
 	m.RegisterWorkers(len(depth), held)
 	m.RegisterQueueDepth(func() []int { return depth })
 	m.RegisterClaims(func() (int, int, int) { return held, 1, 2 })
@@ -62,7 +60,6 @@ func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
 		`vksandbox_loop_pass_seconds_bucket{loop="orphan-scan",le="0.0025"}`:    1,
 		`vksandbox_inventory_publishes_total{result="ok"}`:                      1,
 		`vksandbox_events_shed_total{reason="SandboxClaimed"}`:                  1,
-		`vksandbox_events_waiting`:                                              1,
 		`vksandbox_pipeline_shards`:                                             1,
 		`vksandbox_pipeline_workers_per_shard`:                                  1,
 		`vksandbox_queue_depth{shard="0"}`:                                      1,

@@ -44,7 +44,6 @@ type config struct {
 	NormalEvents                 bool
 	EventQPS                     float64
 	EventBurst                   int
-	EventYield                   time.Duration
 	KubeAPIBurst                 int
 	Kubeconfig                   string
 
@@ -78,10 +77,6 @@ var (
 	defaultWorkersPerShard = pipeline.DefaultConfig().Workers
 	defaultVKWorkers       = kube.DefaultNodeOptions().Workers
 )
-
-// maxQueuedEvents is the queue of client-go's Event broadcaster
-// (record.NewBroadcaster): past it, new Events are dropped unseen.
-const maxQueuedEvents = 1000
 
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
@@ -138,7 +133,6 @@ func defineFlags(fs *flag.FlagSet, c *config) {
 	fs.BoolVar(&c.NormalEvents, "normal-events", true, "record Normal Events (SandboxClaimed, SandboxReleased, ...); false keeps only Warnings, one apiserver write less per claim")
 	fs.Float64Var(&c.EventQPS, "event-qps", 50, "Normal Events recorded per second, on average (the kubelet's default); Events beyond the budget are shed and counted in vksandbox_events_shed_total, Warnings always pass. 0: no budget")
 	fs.IntVar(&c.EventBurst, "event-burst", 100, "Normal Events that may be recorded at once before --event-qps paces them")
-	fs.DurationVar(&c.EventYield, "event-yield", 10*time.Second, "longest a Normal Event's write waits, after it was recorded, while a Pod of the node waits for its claim or its status write; 0, or --event-qps 0, writes every Event at once. Warnings never wait")
 	fs.BoolVar(&c.Profiling, "profiling", false, "also serve Go's runtime profiles (/debug/pprof/) on --metrics-addr")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log line format: json (one object a line) or text (logfmt-style key=value)")
@@ -217,15 +211,6 @@ func (c *config) settle() error {
 	}
 	if c.EventQPS < 0 || c.EventBurst < 0 || (c.EventQPS > 0 && c.EventBurst == 0) {
 		return fmt.Errorf("--event-qps %v --event-burst %d: both must be positive (--event-qps 0 removes the budget)", c.EventQPS, c.EventBurst)
-	}
-	if c.EventYield < 0 {
-		return fmt.Errorf("--event-yield %s: must not be negative (0 writes every Event at once)", c.EventYield)
-	}
-	// Events wait in client-go's broadcaster, which drops new ones without a
-	// word once 1,000 are queued: the budget must not fill it while they wait.
-	// Without a budget nothing bounds them, so --event-qps 0 writes at once.
-	if c.EventQPS > 0 && c.EventQPS*c.EventYield.Seconds()+float64(c.EventBurst) > maxQueuedEvents {
-		return fmt.Errorf("--event-yield %s with --event-qps %v --event-burst %d: Events waiting for the node to be idle could overflow client-go's queue of %d, which drops the rest unseen; keep --event-qps × --event-yield + --event-burst within it, or --event-yield 0", c.EventYield, c.EventQPS, c.EventBurst, maxQueuedEvents)
 	}
 	if c.ExecMaxSessionsPerPod <= 0 || c.ExecMaxSessions <= 0 {
 		return fmt.Errorf("--exec-max-sessions-per-pod %d --exec-max-sessions %d: both must be positive", c.ExecMaxSessionsPerPod, c.ExecMaxSessions)

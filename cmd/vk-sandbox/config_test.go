@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -200,17 +199,7 @@ func TestEventBudgetFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"--event-qps=0"}); err != nil {
 		t.Fatalf("--event-qps=0 (no budget) refused: %v", err)
 	}
-	if c.EventYield != 10*time.Second {
-		t.Fatalf("default --event-yield %v, want 10s", c.EventYield)
-	}
-	// 50/s × 18s + 100 = 1,000 Events may wait: client-go's whole queue.
-	if _, err := parseFlags([]string{"--event-yield=18s"}); err != nil {
-		t.Fatalf("--event-yield=18s refused: %v", err)
-	}
-	for _, args := range [][]string{
-		{"--event-qps=-1"}, {"--event-burst=-1"}, {"--event-qps=5", "--event-burst=0"},
-		{"--event-yield=-1s"}, {"--event-yield=19s"}, {"--event-qps=500", "--event-yield=2s"},
-	} {
+	for _, args := range [][]string{{"--event-qps=-1"}, {"--event-burst=-1"}, {"--event-qps=5", "--event-burst=0"}} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("%v was accepted", args)
 		}

@@ -94,7 +94,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	recorder, eventSink, stopEvents, err := eventRecorder(cfg, rc, tel.Metrics, log)
+	recorder, stopEvents, err := eventRecorder(cfg, rc, tel.Metrics, log)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	eventSink.SetBusy(d.Busy)
 	eng := d.Engine()
 	tel.Metrics.RegisterBuildInfo(buildInfo())
 	tel.Metrics.RegisterWorkers(cfg.Shards, cfg.WorkersPerShard)

@@ -81,32 +81,3 @@ func (f filtered) AnnotatedEventf(o runtime.Object, ann map[string]string, typ, 
 		f.EventRecorder.AnnotatedEventf(o, ann, typ, reason, format, a...)
 	}
 }
-
-// ByType records Normal Events through normal and every other Event through
-// other. Give each its own broadcaster: a broadcaster writes its Events one
-// at a time, in order, so a Normal Event held back (YieldingSink) would
-// otherwise hold back every Warning recorded after it.
-func ByType(normal, other record.EventRecorder) record.EventRecorder {
-	return byType{normal, other}
-}
-
-type byType struct{ normal, other record.EventRecorder }
-
-func (b byType) to(typ string) record.EventRecorder {
-	if typ == corev1.EventTypeNormal {
-		return b.normal
-	}
-	return b.other
-}
-
-func (b byType) Event(o runtime.Object, typ, reason, msg string) {
-	b.to(typ).Event(o, typ, reason, msg)
-}
-
-func (b byType) Eventf(o runtime.Object, typ, reason, format string, a ...any) {
-	b.to(typ).Eventf(o, typ, reason, format, a...)
-}
-
-func (b byType) AnnotatedEventf(o runtime.Object, ann map[string]string, typ, reason, format string, a ...any) {
-	b.to(typ).AnnotatedEventf(o, ann, typ, reason, format, a...)
-}

@@ -71,31 +71,3 @@ func TestAnEventDroppedUpstreamSpendsNoBudget(t *testing.T) {
 		t.Fatalf("%d Events recorded, want SandboxClaimed alone", len(fake.Events))
 	}
 }
-
-// ByType sends Normal Events, by every method, to the first recorder and
-// all others to the second.
-func TestByTypeSendsNormalEventsOneWayAndTheRestTheOther(t *testing.T) {
-	normal, other := record.NewFakeRecorder(10), record.NewFakeRecorder(10)
-	r := ByType(normal, other)
-	pod := &corev1.Pod{}
-	r.Event(pod, corev1.EventTypeNormal, "SandboxClaimed", "a")
-	r.Eventf(pod, corev1.EventTypeWarning, "SandboxCapacity", "b %d", 1)
-	r.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, "SandboxReleased", "c")
-	r.Event(pod, corev1.EventTypeWarning, "ProviderCreateFailed", "d")
-	r.Eventf(pod, corev1.EventTypeNormal, "SandboxAdopted", "e")
-	r.AnnotatedEventf(pod, nil, corev1.EventTypeWarning, "SandboxLost", "f")
-	close(normal.Events)
-	close(other.Events)
-	drain := func(c chan string) (got []string) {
-		for e := range c {
-			got = append(got, e)
-		}
-		return got
-	}
-	if got := strings.Join(drain(normal.Events), "|"); got != "Normal SandboxClaimed a|Normal SandboxReleased c|Normal SandboxAdopted e" {
-		t.Errorf("normal recorder got %q", got)
-	}
-	if got := strings.Join(drain(other.Events), "|"); got != "Warning SandboxCapacity b 1|Warning ProviderCreateFailed d|Warning SandboxLost f" {
-		t.Errorf("other recorder got %q", got)
-	}
-}

@@ -75,13 +75,6 @@ func (l *meteredLimiter) Forget(item any) {
 	l.TypedRateLimiter.Forget(item)
 }
 
-// unfinished counts the items between When and Forget.
-func (l *meteredLimiter) unfinished() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.added)
-}
-
 // stat is read at scrape time: O(unfinished items), never on the claim path.
 func (l *meteredLimiter) stat(now time.Time) telemetry.QueueStat {
 	l.mu.Lock()
@@ -97,12 +90,10 @@ func (l *meteredLimiter) stat(now time.Time) telemetry.QueueStat {
 // burst 100) from its three queues: past a burst of 100 Pods it made creates
 // and status pushes crawl at 10/s. Failures still back off per item. The
 // new limiters also meter the queues (meteredLimiter) into m, which may be
-// nil. waiting reports whether a Pod is unfinished in the sync or the status
-// queue: a create not yet handed to the provider, or a status not yet
-// written.
-func ReplaceRateLimiters(m *telemetry.Metrics, retryMax time.Duration) (override func(*node.PodControllerConfig) error, waiting func() bool) {
-	syncQ, deleteQ, statusQ := newMeteredLimiter(queueSyncPods, m, retryMax), newMeteredLimiter(queueDeletePods, m, retryMax), newMeteredLimiter(queuePodStatus, m, retryMax)
-	override = func(c *node.PodControllerConfig) error {
+// nil.
+func ReplaceRateLimiters(m *telemetry.Metrics, retryMax time.Duration) func(*node.PodControllerConfig) error {
+	return func(c *node.PodControllerConfig) error {
+		syncQ, deleteQ, statusQ := newMeteredLimiter(queueSyncPods, m, retryMax), newMeteredLimiter(queueDeletePods, m, retryMax), newMeteredLimiter(queuePodStatus, m, retryMax)
 		c.SyncPodsFromKubernetesRateLimiter = syncQ
 		c.DeletePodsFromKubernetesRateLimiter = deleteQ
 		c.SyncPodStatusFromProviderRateLimiter = statusQ
@@ -112,5 +103,4 @@ func ReplaceRateLimiters(m *telemetry.Metrics, retryMax time.Duration) (override
 		})
 		return nil
 	}
-	return override, func() bool { return syncQ.unfinished() > 0 || statusQ.unfinished() > 0 }
 }

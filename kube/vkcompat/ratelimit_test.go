@@ -35,8 +35,7 @@ func TestQueueRetriesBackOffUpToTheCap(t *testing.T) {
 // 100) would delay the 101st by about 100 ms and each one after by more.
 func TestPodControllerQueuesHaveNoTokenBucket(t *testing.T) {
 	var c node.PodControllerConfig
-	override, _ := ReplaceRateLimiters(nil, time.Second)
-	if err := override(&c); err != nil {
+	if err := ReplaceRateLimiters(nil, time.Second)(&c); err != nil {
 		t.Fatal(err)
 	}
 	for name, l := range map[string]workqueue.TypedRateLimiter[any]{
@@ -50,36 +49,6 @@ func TestPodControllerQueuesHaveNoTokenBucket(t *testing.T) {
 			if d := l.When(fmt.Sprintf("ns/p%d", i)); d != 5*time.Millisecond {
 				t.Fatalf("queue %s: the first add of Pod %d waits %v, want the per-item first delay (5ms) for every Pod", name, i, d)
 			}
-		}
-	}
-}
-
-// The node is waiting while a Pod is between When and Forget in the sync
-// or the status queue; the delete queue's retries do not count.
-func TestWaitingCoversTheSyncAndStatusQueuesOnly(t *testing.T) {
-	var c node.PodControllerConfig
-	override, waiting := ReplaceRateLimiters(nil, time.Second)
-	if err := override(&c); err != nil {
-		t.Fatal(err)
-	}
-	if waiting() {
-		t.Fatal("waiting before any item was added")
-	}
-	c.DeletePodsFromKubernetesRateLimiter.When("ns/gone")
-	if waiting() {
-		t.Fatal("a delete retry counts as waiting")
-	}
-	for name, l := range map[string]workqueue.TypedRateLimiter[any]{
-		queueSyncPods: c.SyncPodsFromKubernetesRateLimiter, queuePodStatus: c.SyncPodStatusFromProviderRateLimiter,
-	} {
-		l.When("ns/p")
-		l.When("ns/p") // a retry of the same Pod
-		if !waiting() {
-			t.Fatalf("a Pod unfinished in %s is not waiting", name)
-		}
-		l.Forget("ns/p")
-		if waiting() {
-			t.Fatalf("a Pod finished in %s is still waiting", name)
 		}
 	}
 }
