@@ -15,7 +15,6 @@ import (
 	clientexec "k8s.io/client-go/util/exec"
 
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
-	"github.com/cocoonstack/vk-sandbox/kube/kubeletapi"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 )
 
@@ -230,8 +229,9 @@ func TestWebSocketExecAndPortForwardAreProxiedToTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(node.Status.DeclaredFeatures, kubeletapi.WebSocketFeature) {
-		t.Fatalf("node declares %v, want %s", node.Status.DeclaredFeatures, kubeletapi.WebSocketFeature)
+	// kube-apiserver's feature gate, by the name it looks for.
+	if !slices.Contains(node.Status.DeclaredFeatures, "ExtendWebSocketsToKubelet") {
+		t.Fatalf("node declares %v, want ExtendWebSocketsToKubelet", node.Status.DeclaredFeatures)
 	}
 	before := websocketRoutes(t)
 	if r := k.exec(t, viaWebSocket, strings.NewReader("over websocket"), false, "cat"); r.err != nil || r.stdout != "over websocket" {
