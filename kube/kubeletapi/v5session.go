@@ -11,15 +11,13 @@ import (
 
 	gwebsocket "github.com/gorilla/websocket"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	remotecommandconsts "k8s.io/apimachinery/pkg/util/remotecommand"
 )
 
-// v5Protocol is the remote command protocol served over WebSocket: every
-// message is one channel byte and that channel's data; channel 255 is the
-// close signal, whose one data byte names the channel the client closed.
-const (
-	v5Protocol  = "v5.channel.k8s.io"
-	closeSignal = 255
-)
+// closeSignal is the V5 protocol's channel 255 (every message is one
+// channel byte and that channel's data): its one data byte names the
+// channel the client closed.
+const closeSignal = 255
 
 // v5BufferSize is each direction's WebSocket buffer: one silkd data frame
 // (32 KiB) and its channel byte pass in one write.
@@ -48,7 +46,7 @@ func openV5(w http.ResponseWriter, req *http.Request, idle time.Duration) (*v5Se
 		// The apiserver proxies the request; the node authenticated and
 		// authorized it before this handler.
 		CheckOrigin:     func(*http.Request) bool { return true },
-		Subprotocols:    []string{v5Protocol},
+		Subprotocols:    []string{remotecommandconsts.StreamProtocolV5Name},
 		ReadBufferSize:  v5BufferSize,
 		WriteBufferSize: v5BufferSize,
 	}

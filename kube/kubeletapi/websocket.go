@@ -247,33 +247,29 @@ func (a *API) serveV5(w http.ResponseWriter, req *http.Request, verb, ns, pod, c
 // writeStatus writes the session's outcome on the status channel: success,
 // the command's exit code, or the error that ended it.
 func writeStatus(w io.Writer, err error) {
-	st := metav1.Status{Status: metav1.StatusSuccess}
-	var exit utilexec.ExitError
-	switch {
-	case err == nil:
-	case asExit(err, &exit):
-		st = metav1.Status{
-			Status: metav1.StatusFailure,
-			Reason: remotecommandconsts.NonZeroExitCodeReason,
-			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{
-				{Type: remotecommandconsts.ExitCodeCauseType, Message: fmt.Sprintf("%d", exit.ExitStatus())},
-			}},
-			Message: fmt.Sprintf("command terminated with non-zero exit code: %v", exit),
-		}
-	default:
-		st = apierrors.NewInternalError(fmt.Errorf("error executing command in container: %w", err)).ErrStatus
-	}
-	b, merr := json.Marshal(st)
+	b, merr := json.Marshal(outcome(err))
 	if merr != nil {
 		return
 	}
 	_, _ = w.Write(b)
 }
 
-func asExit(err error, exit *utilexec.ExitError) bool {
-	e, ok := err.(utilexec.ExitError)
-	if ok && e.Exited() {
-		*exit = e
+// outcome is the Status virtual-kubelet's SPDY path writes for err. The
+// exit error is type-asserted, not unwrapped, as there.
+func outcome(err error) metav1.Status {
+	if err == nil {
+		return metav1.Status{Status: metav1.StatusSuccess}
 	}
-	return ok && e.Exited()
+	exit, ok := err.(utilexec.ExitError)
+	if !ok || !exit.Exited() {
+		return apierrors.NewInternalError(fmt.Errorf("error executing command in container: %w", err)).ErrStatus
+	}
+	return metav1.Status{
+		Status: metav1.StatusFailure,
+		Reason: remotecommandconsts.NonZeroExitCodeReason,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{
+			{Type: remotecommandconsts.ExitCodeCauseType, Message: fmt.Sprintf("%d", exit.ExitStatus())},
+		}},
+		Message: fmt.Sprintf("command terminated with non-zero exit code: %v", exit),
+	}
 }
