@@ -116,7 +116,7 @@ func Setup(ctx context.Context, c Config) (*Telemetry, error) {
 		propagation.TraceContext{}, propagation.Baggage{}))
 	// virtual-kubelet v1.14 traces through its own trace.T (see vkTracer),
 	// from the global provider set just above.
-	vktrace.T = newVKTracer()
+	vktrace.T = newVKTracer(exporting)
 
 	return &Telemetry{
 		TracerProvider:  tp,

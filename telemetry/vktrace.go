@@ -28,12 +28,31 @@ const vkTracerName = "github.com/virtual-kubelet/virtual-kubelet"
 // formats every line logged under a span, Debug included, before the level
 // check. This tracer looks its tracer up once, and only a recorded span's
 // logger formats lines, as span events.
-type vkTracer struct{ tracer trace.Tracer }
+//
+// When no span leaves the process (exporting false), it makes no OTel span
+// at all: virtual-kubelet starts several per Pod (its informer handlers,
+// each queue item, the status write), and an unrecorded one would still
+// draw fresh ids, allocate and add a context layer that no trace and no
+// line of virtual-kubelet's ever shows (its lines carry no context, so
+// they take no trace_id). The span's fields still label its lines.
+type vkTracer struct {
+	tracer    trace.Tracer
+	exporting bool
+}
 
-func newVKTracer() vkTracer { return vkTracer{tracer: otel.Tracer(vkTracerName)} }
+func newVKTracer(exporting bool) vkTracer {
+	return vkTracer{tracer: otel.Tracer(vkTracerName), exporting: exporting}
+}
+
+// unrecorded is the span of a vkSpan that makes no OTel span: it records
+// nothing, and its End ends nothing.
+var unrecorded = trace.SpanFromContext(context.Background())
 
 func (t vkTracer) StartSpan(ctx context.Context, name string) (context.Context, vktrace.Span) {
-	ctx, s := t.tracer.Start(ctx, name)
+	s := unrecorded
+	if t.exporting {
+		ctx, s = t.tracer.Start(ctx, name)
+	}
 	sp := &vkSpan{s: s, l: vklog.G(ctx).WithField("method", name)}
 	return vklog.WithLogger(ctx, spanLogger{sp}), sp
 }

@@ -70,15 +70,29 @@ func TestRecordedVirtualKubeletSpanGetsFieldsAndLogLines(t *testing.T) {
 	}
 }
 
-// An unrecorded span (traces not exported, or not sampled) still gives its
-// fields to the lines logged under it, and adds nothing else.
+// An unrecorded span (traces not exported) still gives its fields to the
+// lines logged under it, and adds nothing else: no OTel span, so no ids
+// drawn and the span in its context is still the caller's.
 func TestUnrecordedVirtualKubeletSpanStillLabelsLogLines(t *testing.T) {
-	setup(t, Config{NodeName: "node-a", Version: "v1.2.3"}) // no exporter: never sampled
+	tel := setup(t, Config{NodeName: "node-a", Version: "v1.2.3"}) // no exporter: never sampled
 	buf := captureVKLog(t, slog.LevelInfo)
 	ctx, span := vktrace.StartSpan(context.Background(), "updatePodStatus")
 	if trace.SpanFromContext(ctx).IsRecording() {
 		t.Fatal("span recorded without an exporter")
 	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		t.Errorf("an unexported virtual-kubelet span drew ids %s/%s: it should make no OTel span", sc.TraceID(), sc.SpanID())
+	}
+	parent, ours := tel.Tracer().Start(context.Background(), "claim.transaction")
+	under, child := vktrace.StartSpan(parent, "createOrUpdatePod")
+	if got, want := trace.SpanContextFromContext(under), ours.SpanContext(); !got.Equal(want) {
+		t.Errorf("under our span, a virtual-kubelet span's context holds span %s, want the caller's %s", got.SpanID(), want.SpanID())
+	}
+	child.End()
+	if !ours.SpanContext().IsValid() {
+		t.Fatal("our own unexported span lost its ids")
+	}
+	ours.End()
 	ctx = span.WithField(ctx, "key", "ns/q")
 	vklog.G(ctx).Debug("below the level")
 	vklog.G(ctx).WithError(context.Canceled).Error("error while updating pod status in kubernetes")
