@@ -169,14 +169,34 @@ func (r restLatency) Observe(ctx context.Context, verb string, u url.URL, d time
 	if r.rateLimiter {
 		h = m.kube.restRateLimiter
 	}
-	h.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("verb", verb), attribute.String("host", u.Host)))
+	h.Record(ctx, d.Seconds(), restAttrs(restKey{verb: verb, host: u.Host}))
 }
 
 type restResult struct{}
 
 func (restResult) Increment(ctx context.Context, code, method, host string) {
 	if m := kubeClientMetrics.Load(); m != nil {
-		m.kube.restRequests.Add(ctx, 1, metric.WithAttributes(
-			attribute.String("code", code), attribute.String("method", method), attribute.String("host", host)))
+		m.kube.restRequests.Add(ctx, 1, restAttrs(restKey{code: code, verb: method, host: host}))
 	}
+}
+
+// restKey is one label combination of client-go's REST metrics; code is
+// empty on the latency histograms, which carry none.
+type restKey struct{ code, verb, host string }
+
+// restSets holds the attribute set of each restKey seen. There are a
+// handful (verbs × apiserver hosts × status codes), and building one
+// sorts and allocates, so each is built once instead of on every request.
+var restSets sync.Map // restKey → metric.MeasurementOption
+
+func restAttrs(k restKey) metric.MeasurementOption {
+	if o, ok := restSets.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	kv := []attribute.KeyValue{attribute.String("verb", k.verb), attribute.String("host", k.host)}
+	if k.code != "" {
+		kv = []attribute.KeyValue{attribute.String("code", k.code), attribute.String("method", k.verb), attribute.String("host", k.host)}
+	}
+	o, _ := restSets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	return o.(metric.MeasurementOption)
 }
