@@ -242,9 +242,15 @@ func (e *Engine) process(sh *shard, uid string) {
 	if e.stopping.Load() {
 		return // intake stopped: nothing new starts
 	}
-	_, wait := e.tracer.Start(q.ctx, "queue.wait", trace.WithTimestamp(q.enqueued),
-		trace.WithAttributes(attribute.Int("vksandbox.shard", sh.id), attribute.Int("vksandbox.queue.depth", sh.q.Len())))
-	wait.End()
+	// The wait is a span of its own only in a recorded trace: unrecorded,
+	// it would be ids, options and a read of the queue's length per claim
+	// that nothing shows. (Its children follow the root's sampling, so no
+	// recorded child misses it.)
+	if q.root.IsRecording() {
+		_, wait := e.tracer.Start(q.ctx, "queue.wait", trace.WithTimestamp(q.enqueued),
+			trace.WithAttributes(attribute.Int("vksandbox.shard", sh.id), attribute.Int("vksandbox.queue.depth", sh.q.Len())))
+		wait.End()
+	}
 
 	// No deduplication here: the workqueue never hands one UID to two
 	// workers, and the key lock orders a UID's transactions with its key's
