@@ -29,12 +29,15 @@ const vkTracerName = "github.com/virtual-kubelet/virtual-kubelet"
 // check. This tracer looks its tracer up once, and only a recorded span's
 // logger formats lines, as span events.
 //
-// When no span leaves the process (exporting false), it makes no OTel span
-// at all: virtual-kubelet starts several per Pod (its informer handlers,
-// each queue item, the status write), and an unrecorded one would still
-// draw fresh ids, allocate and add a context layer that no trace and no
-// line of virtual-kubelet's ever shows (its lines carry no context, so
-// they take no trace_id). The span's fields still label its lines.
+// When no span leaves the process (exporting false), only a span that
+// starts a trace is an OTel span, for the ids it mints: our lines logged
+// under it, and the claim or delete transaction started under it, carry
+// its trace_id. A span under another one makes no OTel span at all:
+// virtual-kubelet nests several per queue item (its queue, its handler,
+// createOrUpdatePod), and each would draw ids, allocate and add a context
+// layer that nothing shows, since unrecorded spans are never exported and
+// the lines under it take the trace_id of the span above. The span's
+// fields still label its lines.
 type vkTracer struct {
 	tracer    trace.Tracer
 	exporting bool
@@ -50,7 +53,7 @@ var unrecorded = trace.SpanFromContext(context.Background())
 
 func (t vkTracer) StartSpan(ctx context.Context, name string) (context.Context, vktrace.Span) {
 	s := unrecorded
-	if t.exporting {
+	if t.exporting || !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx, s = t.tracer.Start(ctx, name)
 	}
 	sp := &vkSpan{s: s, l: vklog.G(ctx).WithField("method", name)}
