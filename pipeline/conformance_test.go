@@ -87,7 +87,7 @@ func TestForeignVMUnderTheSameNameIsNeverTouched(t *testing.T) {
 		t.Fatal("the foreign VM was recovered as this Pod's claim")
 	}
 	clk.pass(t, pipeline.LoopOrphanScan)
-	if len(obs.verdicts) != 1 || obs.verdicts[0] != [2]int{0, 0} {
+	if len(obs.verdicts) != 1 || obs.verdicts[0] != [3]int{0, 0, 0} {
 		t.Errorf("orphan verdicts = %v, want none: the foreign VM is not this node's", obs.verdicts)
 	}
 	if _, err := e.Delete(context.Background(), run.ref, verdict(true, "bare-pod")); err != nil {

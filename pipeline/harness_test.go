@@ -416,13 +416,13 @@ func describe(evs []event) string {
 
 type orphanObs struct {
 	mu       sync.Mutex
-	verdicts [][2]int
+	verdicts [][3]int // {unknown, missing, foreign}
 	scans    []bool
 }
 
-func (o *orphanObs) OrphanVerdicts(unknown, missing int) {
+func (o *orphanObs) OrphanVerdicts(unknown, missing, foreign int) {
 	o.mu.Lock()
-	o.verdicts = append(o.verdicts, [2]int{unknown, missing})
+	o.verdicts = append(o.verdicts, [3]int{unknown, missing, foreign})
 	o.mu.Unlock()
 }
 

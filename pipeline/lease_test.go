@@ -124,8 +124,8 @@ func TestOrphanScanOnlyReports(t *testing.T) {
 	}
 
 	clk.pass(t, pipeline.LoopOrphanScan)
-	if len(obs.verdicts) != 1 || obs.verdicts[0] != [2]int{1, 1} {
-		t.Fatalf("verdicts = %v, want one (unknown 1, missing 1)", obs.verdicts)
+	if len(obs.verdicts) != 1 || obs.verdicts[0] != [3]int{1, 1, 0} {
+		t.Fatalf("verdicts = %v, want one (unknown 1, missing 1, foreign 0)", obs.verdicts)
 	}
 	if len(obs.scans) != 2 || !obs.scans[1] {
 		t.Errorf("scans = %v, want the second ok", obs.scans)

@@ -10,7 +10,7 @@ import (
 
 // OrphanObserver receives orphan scan results. telemetry.Metrics satisfies it.
 type OrphanObserver interface {
-	OrphanVerdicts(unknownSandboxes, missingClaims int)
+	OrphanVerdicts(unknownSandboxes, missingClaims, foreignSandboxes int)
 	OrphanScan(ok bool)
 }
 
@@ -21,7 +21,9 @@ type OrphanObserver interface {
 //     that no claim holds (for example a lost claim response whose token
 //     could not be recovered). Other clients' sandboxes on the same
 //     sandboxd are not this node's to report; one under a look-alike
-//     claim_ref without this node's mark is logged once as foreign;
+//     claim_ref without this node's mark is logged once and counted as
+//     foreign: another client that can plant VMs where this node's would
+//     be is worth an alert, though the VMs are not this node's to touch;
 //   - missing: claims whose sandbox is not listed.
 //
 // A failed listing is not an empty list: that cycle is skipped. Each
@@ -86,10 +88,12 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 			e.log.Warn("orphan scan: sandboxd lists a sandbox no claim knows about; it is left to its lease", "sandbox", id, "claim_ref", r.ClaimRef)
 		}
 	}
+	foreign := 0
 	for _, r := range alike {
 		if _, ok := held[r.ID]; ok {
 			continue // a row holds it by id: this node's, from before the mark
 		}
+		foreign++
 		v := "foreign/" + r.ID
 		now[v] = true
 		if !seen[v] {
@@ -97,6 +101,6 @@ func (e *Engine) scanOrphans(ctx context.Context, obs OrphanObserver, seen map[s
 				"sandbox", r.ID, "claim_ref", r.ClaimRef)
 		}
 	}
-	obs.OrphanVerdicts(unknown, missing)
+	obs.OrphanVerdicts(unknown, missing, foreign)
 	return now, ages
 }

@@ -68,12 +68,12 @@ func (l *releaseLog) named(id string) bool {
 	return false
 }
 
-// last is the newest orphan verdicts: {unknown, missing}.
-func (o *orphanObs) last() [2]int {
+// last is the newest orphan verdicts: {unknown, missing, foreign}.
+func (o *orphanObs) last() [3]int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.verdicts) == 0 {
-		return [2]int{-1, -1}
+		return [3]int{-1, -1, -1}
 	}
 	return o.verdicts[len(o.verdicts)-1]
 }
@@ -169,8 +169,9 @@ func plantedVMs(t *testing.T, api string) {
 	// first listing (bornBy).
 	clk.pass(t, pipeline.LoopOrphanScan)
 	clk.passAt(t, pipeline.LoopOrphanScan, clk.Now().Add(time.Second))
-	if v := obs.last(); v[0] != 0 {
-		t.Errorf("orphan scan counts %d unknown sandboxes, want 0: planted VMs are another client's", v[0])
+	if v := obs.last(); v[0] != 0 || v[2] != len(planted) {
+		t.Errorf("orphan scan counts %d unknown and %d foreign sandboxes, want 0 and %d: planted VMs are another client's, and counted as such",
+			v[0], v[2], len(planted))
 	}
 	// The exact replay is, by its mark, this node's VM of a generation no
 	// Pod holds: past the settle window the scan releases it as undelivered.

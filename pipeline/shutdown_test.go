@@ -98,7 +98,7 @@ type blockingScan struct {
 	once             sync.Once
 }
 
-func (b *blockingScan) OrphanVerdicts(int, int) {}
+func (b *blockingScan) OrphanVerdicts(int, int, int) {}
 
 func (b *blockingScan) OrphanScan(bool) {
 	b.once.Do(func() {

@@ -125,7 +125,7 @@ func TestUndeliveredVMWithTenantTokenIsOnlyReported(t *testing.T) {
 		t.Fatal("a tenant read a sandbox by id")
 	}
 	clk.pass(t, pipeline.LoopOrphanScan)
-	if len(obs.verdicts) != 1 || obs.verdicts[0] != [2]int{1, 0} || !alive(env, vm.ID) {
+	if len(obs.verdicts) != 1 || obs.verdicts[0] != [3]int{1, 0, 0} || !alive(env, vm.ID) {
 		t.Fatalf("verdicts %v alive %v: want the VM reported and kept", obs.verdicts, alive(env, vm.ID))
 	}
 }

@@ -186,7 +186,7 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	for _, l := range []string{pipeline.LoopLeaseWatch, pipeline.LoopReauthorize, pipeline.LoopOrphanScan, pipeline.LoopVerify} {
 		m.LoopPass(l, time.Millisecond)
 	}
-	m.OrphanVerdicts(1, 2)
+	m.OrphanVerdicts(1, 2, 3)
 	m.OrphanScan(true)
 	m.InventoryPublish(false)
 	m.EventShed("SandboxClaimed")

@@ -40,6 +40,7 @@ type Metrics struct {
 	decisions          metric.Int64Counter
 	orphanSandboxes    metric.Int64Gauge
 	orphanClaims       metric.Int64Gauge
+	foreignSandboxes   metric.Int64Gauge
 	orphanScans        metric.Int64Counter
 	loopPasses         metric.Float64Histogram
 	inventoryPublishes metric.Int64Counter
@@ -113,6 +114,7 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.decisions = i64c("vksandbox_decisions_total", "{decision}", "Lifecycle decisions on claims by kind and reason.")
 	m.orphanSandboxes = i64g("vksandbox_orphan_sandboxes", "{sandbox}", "Sandboxes sandboxd holds for this node that no claim knows, at the last scan.")
 	m.orphanClaims = i64g("vksandbox_orphan_claims", "{claim}", "Claims whose sandbox sandboxd no longer reports, at the last scan.")
+	m.foreignSandboxes = i64g("vksandbox_foreign_sandboxes", "{sandbox}", "Sandboxes under this node's claim_ref form without its mark (another client's), at the last scan.")
 	m.orphanScans = i64c("vksandbox_orphan_scans_total", "{scan}", "Orphan scans by result.")
 	m.loopPasses = f64h("vksandbox_loop_pass_seconds", "s", "Passes of the pipeline's background loops by loop, and how long each took.", latencyBuckets)
 	m.inventoryPublishes = i64c("vksandbox_inventory_publishes_total", "{publish}", "NodeInventory publishes by result.")
@@ -204,12 +206,13 @@ func (m *Metrics) LoopPass(loop string, took time.Duration) {
 }
 
 // OrphanVerdicts publishes the result of the last completed orphan scan.
-func (m *Metrics) OrphanVerdicts(unknownSandboxes, missingClaims int) {
+func (m *Metrics) OrphanVerdicts(unknownSandboxes, missingClaims, foreignSandboxes int) {
 	if m == nil {
 		return
 	}
 	m.orphanSandboxes.Record(context.Background(), int64(unknownSandboxes))
 	m.orphanClaims.Record(context.Background(), int64(missingClaims))
+	m.foreignSandboxes.Record(context.Background(), int64(foreignSandboxes))
 }
 
 // OrphanScan counts one orphan scan attempt. A failed scan leaves the

@@ -19,7 +19,7 @@ func exercise(ctx context.Context, m *Metrics, depth []int, held int) {
 	m.StoreObserver().Compact(100, 40*time.Millisecond, nil)
 	m.StoreCompaction(time.Millisecond, false)
 	m.Decision(ctx, "preserve", "no_authority")
-	m.OrphanVerdicts(len(depth), held)
+	m.OrphanVerdicts(len(depth), held, 2*len(depth))
 	m.OrphanScan(true)
 	m.OrphanScan(false)
 	m.LoopPass("orphan-scan", 2*time.Millisecond)
@@ -54,6 +54,7 @@ func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
 		`vksandbox_decisions_total{kind="preserve",reason="no_authority"}`:      1,
 		`vksandbox_orphan_sandboxes`:                                            1, // 3 -> 4
 		`vksandbox_orphan_claims`:                                               1,
+		`vksandbox_foreign_sandboxes`:                                           2, // 6 -> 8
 		`vksandbox_orphan_scans_total{result="ok"}`:                             1,
 		`vksandbox_orphan_scans_total{result="failed"}`:                         1,
 		`vksandbox_loop_pass_seconds_count{loop="orphan-scan"}`:                 1,
