@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
+	"github.com/cocoonstack/vk-sandbox/telemetry"
 )
 
 // informerResync is how often the Pod informer replays its cache to the
@@ -61,10 +62,11 @@ type controllerConfig struct {
 	workers   int
 	overrides []func(*node.PodControllerConfig) error
 	health    NodeHealthOptions
+	metrics   *telemetry.Metrics // the Pod watch's ends; nil counts none
 }
 
 func newControllers(c controllerConfig) (*controllers, error) {
-	pods := nodePods(c.client, c.spec.Name)
+	pods := nodePods(c.client, c.spec.Name, c.metrics)
 	pcCfg, err := podControllerConfig(c, pods)
 	if err != nil {
 		return nil, err
@@ -115,8 +117,9 @@ func podControllerConfig(c controllerConfig, pods informers.SharedInformerFactor
 // nodePods is the informer factory of this node's Pods (by field selector),
 // cached as vkcompat.PodCacheTransform leaves them, stamped under AnnPodUID.
 // Its Pod informer is client-go's, but for its watches, which
-// vkcompat.ResumeShortWatches resumes when the apiserver ends them at once.
-func nodePods(client kubernetes.Interface, nodeName string) informers.SharedInformerFactory {
+// vkcompat.ResumeShortWatches resumes when the apiserver ends them at once,
+// counting each end the apiserver made in watches.
+func nodePods(client kubernetes.Interface, nodeName string, watches vkcompat.WatchObserver) informers.SharedInformerFactory {
 	f := informers.NewSharedInformerFactoryWithOptions(client, informerResync,
 		informers.WithTransform(vkcompat.PodCacheTransform(AnnPodUID)))
 	f.InformerFor(&corev1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
@@ -135,7 +138,7 @@ func nodePods(client kubernetes.Interface, nodeName string) informers.SharedInfo
 			},
 		}
 		return cache.NewSharedIndexInformerWithOptions(
-			vkcompat.ResumeShortWatches(cache.ToListWatcherWithWatchListSemantics(lw, client).(vkcompat.ListerWatcher)),
+			vkcompat.ResumeShortWatches(cache.ToListWatcherWithWatchListSemantics(lw, client).(vkcompat.ListerWatcher), watches),
 			&corev1.Pod{},
 			cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 	})

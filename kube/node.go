@@ -161,7 +161,7 @@ func newNode(o NodeOptions, p *Provider) (*Node, error) {
 		}
 		overrides = append(overrides, vkcompat.ReplaceRateLimiters(o.Metrics, retryMax))
 	}
-	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides, health: o.Health})
+	ctl, err := newControllers(controllerConfig{client: o.Client, spec: spec, provider: p, recorder: o.EventRecorder, workers: workers, overrides: overrides, health: o.Health, metrics: o.Metrics})
 	if err != nil {
 		return nil, err
 	}

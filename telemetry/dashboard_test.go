@@ -187,6 +187,8 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 		m.LoopPass(l, time.Millisecond)
 	}
 	m.OrphanVerdicts(1, 2, 3)
+	m.PodWatchEnded(true)
+	m.PodWatchEnded(false)
 	m.OrphanScan(true)
 	m.InventoryPublish(false)
 	m.EventShed("SandboxClaimed")

@@ -21,6 +21,8 @@ type verbCode struct {
 // Label sets whose values are fixed at compile time.
 var (
 	resultOK     = metric.WithAttributes(attribute.String("result", "ok"))
+	watchResumed = metric.WithAttributes(attribute.String("result", "resumed"))
+	watchHanded  = metric.WithAttributes(attribute.String("result", "handed_back"))
 	resultFailed = metric.WithAttributes(attribute.String("result", "failed"))
 	stateHeld    = metric.WithAttributes(attribute.String("state", "held"))
 	stateQuar    = metric.WithAttributes(attribute.String("state", "quarantined"))

@@ -41,6 +41,7 @@ type Metrics struct {
 	orphanSandboxes    metric.Int64Gauge
 	orphanClaims       metric.Int64Gauge
 	foreignSandboxes   metric.Int64Gauge
+	podWatchEnds       metric.Int64Counter
 	orphanScans        metric.Int64Counter
 	loopPasses         metric.Float64Histogram
 	inventoryPublishes metric.Int64Counter
@@ -116,6 +117,7 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.orphanClaims = i64g("vksandbox_orphan_claims", "{claim}", "Claims whose sandbox sandboxd no longer reports, at the last scan.")
 	m.foreignSandboxes = i64g("vksandbox_foreign_sandboxes", "{sandbox}", "Sandboxes under this node's claim_ref form without its mark (another client's), at the last scan.")
 	m.orphanScans = i64c("vksandbox_orphan_scans_total", "{scan}", "Orphan scans by result.")
+	m.podWatchEnds = i64c("vksandbox_pod_watch_ends_total", "{watch}", "Ends of the node's Pod watch made by the apiserver: resumed from the same resourceVersion, or handed back to client-go's reflector.")
 	m.loopPasses = f64h("vksandbox_loop_pass_seconds", "s", "Passes of the pipeline's background loops by loop, and how long each took.", latencyBuckets)
 	m.inventoryPublishes = i64c("vksandbox_inventory_publishes_total", "{publish}", "NodeInventory publishes by result.")
 	m.eventsShed = i64c("vksandbox_events_shed_total", "{event}", "Normal Events not recorded because they exceeded the node's Event budget (--event-qps, --event-burst), by reason.")
@@ -213,6 +215,20 @@ func (m *Metrics) OrphanVerdicts(unknownSandboxes, missingClaims, foreignSandbox
 	m.orphanSandboxes.Record(context.Background(), int64(unknownSandboxes))
 	m.orphanClaims.Record(context.Background(), int64(missingClaims))
 	m.foreignSandboxes.Record(context.Background(), int64(foreignSandboxes))
+}
+
+// PodWatchEnded counts one end of the node's Pod watch that the apiserver
+// made: resumed at once (it ended before delivering anything) or handed
+// back to client-go's reflector.
+func (m *Metrics) PodWatchEnded(resumed bool) {
+	if m == nil {
+		return
+	}
+	o := watchHanded
+	if resumed {
+		o = watchResumed
+	}
+	m.podWatchEnds.Add(context.Background(), 1, o)
 }
 
 // OrphanScan counts one orphan scan attempt. A failed scan leaves the

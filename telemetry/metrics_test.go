@@ -22,6 +22,9 @@ func exercise(ctx context.Context, m *Metrics, depth []int, held int) {
 	m.OrphanVerdicts(len(depth), held, 2*len(depth))
 	m.OrphanScan(true)
 	m.OrphanScan(false)
+	m.PodWatchEnded(true)
+	m.PodWatchEnded(true)
+	m.PodWatchEnded(false)
 	m.LoopPass("orphan-scan", 2*time.Millisecond)
 	m.InventoryPublish(true)
 	m.EventShed("SandboxClaimed")
@@ -55,6 +58,8 @@ func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
 		`vksandbox_orphan_sandboxes`:                                            1, // 3 -> 4
 		`vksandbox_orphan_claims`:                                               1,
 		`vksandbox_foreign_sandboxes`:                                           2, // 6 -> 8
+		`vksandbox_pod_watch_ends_total{result="resumed"}`:                      2,
+		`vksandbox_pod_watch_ends_total{result="handed_back"}`:                  1,
 		`vksandbox_orphan_scans_total{result="ok"}`:                             1,
 		`vksandbox_orphan_scans_total{result="failed"}`:                         1,
 		`vksandbox_loop_pass_seconds_count{loop="orphan-scan"}`:                 1,

@@ -43,9 +43,18 @@ const (
 // same options (the same resourceVersion) after a short pause, up to
 // maxResumes times, and the reflector sees one watch. A watch that
 // delivered an event, or lasted, ends as it did; so does a watch-list
-// stream (sendInitialEvents) and anything the caller stops.
-func ResumeShortWatches(lw ListerWatcher) ListerWatcher {
-	return resumingLW{lw}
+// stream (sendInitialEvents) and anything the caller stops. obs hears of
+// every end the apiserver made, resumed or handed back.
+func ResumeShortWatches(lw ListerWatcher, obs WatchObserver) ListerWatcher {
+	return resumingLW{lw, obs}
+}
+
+// WatchObserver counts the ends of the node's Pod watches that the
+// apiserver made: resumed here, or handed back to the reflector (which
+// re-watches, or relists after a backoff when the watch was short).
+// telemetry.Metrics satisfies it.
+type WatchObserver interface {
+	PodWatchEnded(resumed bool)
 }
 
 // ListerWatcher is client-go's lister-watcher with and without contexts,
@@ -56,7 +65,10 @@ type ListerWatcher interface {
 	cache.ListerWatcherWithContext
 }
 
-type resumingLW struct{ ListerWatcher }
+type resumingLW struct {
+	ListerWatcher
+	obs WatchObserver
+}
 
 // Watch is WatchWithContext without a context, for callers that use the
 // deprecated method.
@@ -77,7 +89,7 @@ func (l resumingLW) WatchWithContext(ctx context.Context, opts metav1.ListOption
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &resumingWatch{out: make(chan watch.Event), cancel: cancel, done: make(chan struct{})}
-	go r.run(ctx, w, func() (watch.Interface, error) { return l.ListerWatcher.WatchWithContext(ctx, opts) })
+	go r.run(ctx, w, func() (watch.Interface, error) { return l.ListerWatcher.WatchWithContext(ctx, opts) }, l.obs)
 	return r, nil
 }
 
@@ -96,19 +108,24 @@ func (r *resumingWatch) Stop() {
 	<-r.done
 }
 
-func (r *resumingWatch) run(ctx context.Context, w watch.Interface, open func() (watch.Interface, error)) {
+func (r *resumingWatch) run(ctx context.Context, w watch.Interface, open func() (watch.Interface, error), obs WatchObserver) {
 	defer close(r.done)
 	defer close(r.out)
 	pause := firstResumePause
 	for resumes := 0; ; resumes++ {
 		start, delivered := time.Now(), r.pass(ctx, w)
 		w.Stop()
+		if ctx.Err() != nil {
+			return // the caller stopped it: not the apiserver's end
+		}
 		// Invariant: only a watch that delivered nothing and ended within
 		// shortWatch is resumed, and only maxResumes times in a row: every
 		// other end reaches the reflector as the apiserver's.
-		if delivered || ctx.Err() != nil || time.Since(start) >= shortWatch || resumes == maxResumes {
+		if delivered || time.Since(start) >= shortWatch || resumes == maxResumes {
+			obs.PodWatchEnded(false)
 			return
 		}
+		obs.PodWatchEnded(true)
 		select {
 		case <-ctx.Done():
 			return

@@ -2,6 +2,7 @@ package vkcompat
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -60,11 +61,31 @@ func delivering(pod string) func() watch.Interface {
 	}
 }
 
-// resumingFrom42 is lw's watch from resourceVersion 42, resumed; the
-// test stops it when it ends.
-func resumingFrom42(t *testing.T, lw *scriptedLW) watch.Interface {
+// watchEnds records each end PodWatchEnded reports: true for resumed.
+type watchEnds struct {
+	mu   sync.Mutex
+	ends []bool
+}
+
+func (o *watchEnds) PodWatchEnded(resumed bool) {
+	o.mu.Lock()
+	o.ends = append(o.ends, resumed)
+	o.mu.Unlock()
+}
+
+// seen is the ends reported once the watch's goroutine has returned (its
+// ResultChan closed, as drain waits for).
+func (o *watchEnds) seen() []bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]bool(nil), o.ends...)
+}
+
+// resumingFrom42 is lw's watch from resourceVersion 42, resumed, reporting
+// its ends to obs; the test stops it when it ends.
+func resumingFrom42(t *testing.T, lw *scriptedLW, obs WatchObserver) watch.Interface {
 	t.Helper()
-	w, err := ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "42"})
+	w, err := ResumeShortWatches(lw, obs).WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "42"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +118,12 @@ func drain(t *testing.T, w watch.Interface) []string {
 // backoff and a relist.
 func TestAShortWatchIsResumedFromTheSameVersion(t *testing.T) {
 	lw := &scriptedLW{script: []func() watch.Interface{endedAtOnce, delivering("p-1")}}
-	if got := drain(t, resumingFrom42(t, lw)); len(got) != 1 || got[0] != "p-1" {
+	obs := &watchEnds{}
+	if got := drain(t, resumingFrom42(t, lw, obs)); len(got) != 1 || got[0] != "p-1" {
 		t.Fatalf("delivered %v, want the second watch's p-1", got)
+	}
+	if ends := obs.seen(); !slices.Equal(ends, []bool{true, false}) {
+		t.Errorf("ends reported (true: resumed) %v, want one resumed, then the second handed back", ends)
 	}
 	opts := lw.watches()
 	if len(opts) != 2 || opts[0].ResourceVersion != "42" || opts[1].ResourceVersion != "42" {
@@ -111,7 +136,7 @@ func TestAShortWatchIsResumedFromTheSameVersion(t *testing.T) {
 // not wrapped at all.
 func TestAWatchThatDeliveredIsHandedBackWhenItEnds(t *testing.T) {
 	lw := &scriptedLW{script: []func() watch.Interface{delivering("p-1"), delivering("p-2")}}
-	if got := drain(t, resumingFrom42(t, lw)); len(got) != 1 || got[0] != "p-1" {
+	if got := drain(t, resumingFrom42(t, lw, &watchEnds{})); len(got) != 1 || got[0] != "p-1" {
 		t.Fatalf("delivered %v, want p-1 and the end", got)
 	}
 	if n := len(lw.watches()); n != 1 {
@@ -121,7 +146,7 @@ func TestAWatchThatDeliveredIsHandedBackWhenItEnds(t *testing.T) {
 	yes := true
 	raw := endedAtOnce()
 	lw = &scriptedLW{script: []func() watch.Interface{func() watch.Interface { return raw }}}
-	if w, _ := ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{SendInitialEvents: &yes}); w != raw {
+	if w, _ := ResumeShortWatches(lw, &watchEnds{}).WatchWithContext(context.Background(), metav1.ListOptions{SendInitialEvents: &yes}); w != raw {
 		t.Fatal("a watch-list stream was wrapped")
 	}
 }
@@ -131,21 +156,29 @@ func TestAWatchThatDeliveredIsHandedBackWhenItEnds(t *testing.T) {
 // resumed watch.
 func TestShortWatchesAreResumedAFewTimesOnly(t *testing.T) {
 	lw := &scriptedLW{script: []func() watch.Interface{endedAtOnce}}
-	if got := drain(t, resumingFrom42(t, lw)); len(got) != 0 {
+	obs := &watchEnds{}
+	if got := drain(t, resumingFrom42(t, lw, obs)); len(got) != 0 {
 		t.Fatalf("delivered %v", got)
 	}
 	if n := len(lw.watches()); n != maxResumes+1 {
 		t.Fatalf("%d watches opened, want %d", n, maxResumes+1)
 	}
+	if ends := obs.seen(); !slices.Equal(ends, []bool{true, true, true, false}) {
+		t.Errorf("ends reported (true: resumed) %v, want %d resumed, then the last handed back", ends, maxResumes)
+	}
 
 	silent := watch.NewFake() // open, and never delivers
 	lw = &scriptedLW{script: []func() watch.Interface{func() watch.Interface { return silent }}}
-	w, err := ResumeShortWatches(lw).WatchWithContext(context.Background(), metav1.ListOptions{})
+	obs = &watchEnds{}
+	w, err := ResumeShortWatches(lw, obs).WatchWithContext(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.Stop()
 	if _, ok := <-w.ResultChan(); ok {
 		t.Fatal("Stop left the watch open")
+	}
+	if ends := obs.seen(); len(ends) != 0 {
+		t.Errorf("a watch the caller stopped was reported as the apiserver's end: %v", ends)
 	}
 }
