@@ -28,6 +28,9 @@ type kubeInstruments struct {
 	restRequests    metric.Int64Counter
 	restDuration    metric.Float64Histogram
 	restRateLimiter metric.Float64Histogram
+
+	restLatencyAttrs attrCache[restKey] // {verb, host}
+	restResultAttrs  attrCache[restKey] // {code, method, host}
 }
 
 // QueueStat is one virtual-kubelet queue at scrape time.
@@ -169,34 +172,13 @@ func (r restLatency) Observe(ctx context.Context, verb string, u url.URL, d time
 	if r.rateLimiter {
 		h = m.kube.restRateLimiter
 	}
-	h.Record(ctx, d.Seconds(), restAttrs(restKey{verb: verb, host: u.Host}))
+	h.Record(ctx, d.Seconds(), m.kube.restLatencyAttrs.get(restKey{verb: verb, host: u.Host}, restLatencySet))
 }
 
 type restResult struct{}
 
 func (restResult) Increment(ctx context.Context, code, method, host string) {
 	if m := kubeClientMetrics.Load(); m != nil {
-		m.kube.restRequests.Add(ctx, 1, restAttrs(restKey{code: code, verb: method, host: host}))
+		m.kube.restRequests.Add(ctx, 1, m.kube.restResultAttrs.get(restKey{code: code, verb: method, host: host}, restResultSet))
 	}
-}
-
-// restKey is one label combination of client-go's REST metrics; code is
-// empty on the latency histograms, which carry none.
-type restKey struct{ code, verb, host string }
-
-// restSets holds the attribute set of each restKey seen. There are a
-// handful (verbs × apiserver hosts × status codes), and building one
-// sorts and allocates, so each is built once instead of on every request.
-var restSets sync.Map // restKey → metric.MeasurementOption
-
-func restAttrs(k restKey) metric.MeasurementOption {
-	if o, ok := restSets.Load(k); ok {
-		return o.(metric.MeasurementOption)
-	}
-	kv := []attribute.KeyValue{attribute.String("verb", k.verb), attribute.String("host", k.host)}
-	if k.code != "" {
-		kv = []attribute.KeyValue{attribute.String("code", k.code), attribute.String("method", k.verb), attribute.String("host", k.host)}
-	}
-	o, _ := restSets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
-	return o.(metric.MeasurementOption)
 }

@@ -12,6 +12,10 @@ import (
 // once and reused, because building one (sort, dedup, hash) costs more than
 // the measurement itself. See BenchmarkClaimMetrics.
 
+// restKey keys client-go's REST metrics' label sets; code is empty on the
+// latency histograms, which carry none.
+type restKey struct{ code, verb, host string }
+
 // verbCode keys the sandboxd request counter's {verb, code} label set.
 type verbCode struct {
 	verb string
@@ -21,9 +25,9 @@ type verbCode struct {
 // Label sets whose values are fixed at compile time.
 var (
 	resultOK     = metric.WithAttributes(attribute.String("result", "ok"))
+	resultFailed = metric.WithAttributes(attribute.String("result", "failed"))
 	watchResumed = metric.WithAttributes(attribute.String("result", "resumed"))
 	watchHanded  = metric.WithAttributes(attribute.String("result", "handed_back"))
-	resultFailed = metric.WithAttributes(attribute.String("result", "failed"))
 	stateHeld    = metric.WithAttributes(attribute.String("state", "held"))
 	stateQuar    = metric.WithAttributes(attribute.String("state", "quarantined"))
 	stateTent    = metric.WithAttributes(attribute.String("state", "tentative"))
@@ -70,6 +74,12 @@ func requestSet(k verbCode) attribute.Set {
 }
 func reasonSet(r string) attribute.Set { return attribute.NewSet(attribute.String("reason", r)) }
 func loopSet(l string) attribute.Set   { return attribute.NewSet(attribute.String("loop", l)) }
+func restLatencySet(k restKey) attribute.Set {
+	return attribute.NewSet(attribute.String("verb", k.verb), attribute.String("host", k.host))
+}
+func restResultSet(k restKey) attribute.Set {
+	return attribute.NewSet(attribute.String("code", k.code), attribute.String("method", k.verb), attribute.String("host", k.host))
+}
 func decisionSet(k [2]string) attribute.Set {
 	return attribute.NewSet(attribute.String("kind", k[0]), attribute.String("reason", k[1]))
 }
