@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -17,8 +18,11 @@ import (
 // a cap of one session per Pod, the next kubectl exec runs. And
 // port-forward is capped like exec: with a cap of one connection per Pod,
 // a second forwarded connection is refused, naming the Pod and the flag.
+// /metrics shows the open sessions by kind and counts the refusal by its
+// cap.
 func TestKubectlHostileGuestFreesItsExecSlotAndPortForwardIsCapped(t *testing.T) {
-	k := startKubectlNodeWith(t, sim.Config{}, "--exec-max-sessions-per-pod", "1", "--port-forward-max-sessions-per-pod", "1")
+	margs, scrape := metricsArgs(t)
+	k := startKubectlNodeWith(t, sim.Config{}, append(margs, "--exec-max-sessions-per-pod", "1", "--port-forward-max-sessions-per-pod", "1")...)
 	if err := k.Sim.SetHostileGuest(k.sandbox.ID, sim.HostileSilentNoInfo); err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +30,7 @@ func TestKubectlHostileGuestFreesItsExecSlotAndPortForwardIsCapped(t *testing.T)
 	done := make(chan execResult, 1)
 	go func() { done <- k.execWithin(ctx, t, viaSPDY, nil, false, "cat") }()
 	testkit.WaitFor(t, waitFor, "the hostile session live", func() bool { return len(k.Sim.GuestProcs(k.sandbox.ID)) == 1 })
+	waitMetric(t, scrape, "vksandbox_kubelet_sessions", 1, `kind="exec"`)
 	leave()
 	<-done
 	// The guest stays hostile: a probe that reaches it was admitted, so
@@ -48,6 +53,7 @@ func TestKubectlHostileGuestFreesItsExecSlotAndPortForwardIsCapped(t *testing.T)
 	if _, err := io.ReadFull(first, b); err != nil || string(b) != "ping" {
 		t.Fatalf("the first forwarded connection echoed %q, %v", b, err)
 	}
+	waitMetric(t, scrape, "vksandbox_kubelet_sessions", 1, `kind="port_forward"`)
 	second, msg := k.forwardOnce(t, guestPort)
 	defer second.Close()
 	var m string
@@ -59,4 +65,17 @@ func TestKubectlHostileGuestFreesItsExecSlotAndPortForwardIsCapped(t *testing.T)
 	if !strings.Contains(m, "pod "+k.ns+"/box") || !strings.Contains(m, "--port-forward-max-sessions-per-pod") {
 		t.Errorf("the second forwarded connection's error %q, want it to name the Pod and --port-forward-max-sessions-per-pod", m)
 	}
+	waitMetric(t, scrape, "vksandbox_kubelet_session_refusals_total", 1, `kind="port_forward"`, `cap="pod"`)
+	if v, _ := metricSum(t, scrape, "vksandbox_kubelet_session_refusals_total", `cap="node"`); v != 0 {
+		t.Errorf("refusals at the node's cap = %v, want 0 (only the per-Pod cap was reached)", v)
+	}
+}
+
+// waitMetric waits until the samples of name matching labels sum to want.
+func waitMetric(t *testing.T, scrape, name string, want float64, labels ...string) {
+	t.Helper()
+	testkit.WaitFor(t, waitFor, fmt.Sprintf("%s{%s} = %v", name, strings.Join(labels, ","), want), func() bool {
+		v, ok := metricSum(t, scrape, name, labels...)
+		return ok && v == want
+	})
 }

@@ -108,6 +108,17 @@ func TestMetricsMoveWithClaimsAndDecisions(t *testing.T) {
 			t.Errorf("queue %s: vksandbox_vk_queue_items or vksandbox_vk_queue_oldest_item_seconds is not exposed", q)
 		}
 	}
+	// The kubelet API's gauges are wired, at 0 with no session open
+	// (TestKubectlHostileGuestFreesItsExecSlotAndPortForwardIsCapped
+	// moves them).
+	for _, kind := range []string{"exec", "port_forward"} {
+		if !after.has("vksandbox_kubelet_sessions", "kind", kind) || after.get("vksandbox_kubelet_sessions", "kind", kind) != 0 {
+			t.Errorf("vksandbox_kubelet_sessions{kind=%s} = %v (present %v), want 0 and present", kind, after.get("vksandbox_kubelet_sessions", "kind", kind), after.has("vksandbox_kubelet_sessions", "kind", kind))
+		}
+	}
+	if !after.has("vksandbox_exec_buffer_held_bytes") || after.get("vksandbox_exec_buffer_held_bytes") != 0 {
+		t.Errorf("vksandbox_exec_buffer_held_bytes = %v (present %v), want 0 and present", after.get("vksandbox_exec_buffer_held_bytes"), after.has("vksandbox_exec_buffer_held_bytes"))
+	}
 	if after.get("vksandbox_build_info") != 1 || !after.has("vksandbox_build_info", "version", "dev") {
 		t.Errorf("vksandbox_build_info: %v, want 1 with version=\"dev\" (an unstamped build)", after["vksandbox_build_info"])
 	}

@@ -60,6 +60,10 @@ func (p *Provider) SetPodIPFallback(ip netip.Addr) {
 	}
 }
 
+// OpenSessions is how many exec sessions and port-forward connections the
+// node's kubelet API has open now (vksandbox_kubelet_sessions).
+func (p *Provider) OpenSessions() (exec, forward int) { return p.api.OpenSessions() }
+
 func (p *Provider) podIPFallback() netip.Addr {
 	if ip := p.fallbackIP.Load(); ip != nil {
 		return *ip
@@ -79,6 +83,9 @@ type ProviderOptions struct {
 	NodeName string
 	Sessions kubeletapi.SessionLimits
 	Forwards kubeletapi.SessionLimits
+	// SessionRefused, when set, hears of each session refused at a cap
+	// (kubeletapi.Options.Refused).
+	SessionRefused func(kind, limit string)
 }
 
 // newProvider builds a provider and, through build, the claim pipeline it
@@ -97,7 +104,7 @@ func newProvider(o ProviderOptions, build func(pipeline.Reporter) (claimEngine, 
 	}
 	p := &Provider{auth: o.Authorizer, events: o.Events, log: o.Log, cache: newPodCache(), podClient: o.PodClient}
 	p.api = kubeletapi.New(kubeletapi.Options{Pods: claimedPods{p}, Sandboxd: o.Sandboxd, NodeName: o.NodeName,
-		Log: o.Log, Sessions: o.Sessions, Forwards: o.Forwards})
+		Log: o.Log, Sessions: o.Sessions, Forwards: o.Forwards, Refused: o.SessionRefused})
 	eng, err := build(p)
 	if err != nil {
 		return nil, err

@@ -195,6 +195,13 @@ func scrapeEveryInstrument(t *testing.T) scrapeSet {
 	m.RegisterWorkers(8, 32)
 	m.RegisterQueueDepth(func() []int { return []int{1, 0} })
 	m.RegisterClaims(func() (int, int, int) { return 3, 1, 0 })
+	m.RegisterSessions(func() (int, int) { return 2, 5 })
+	m.RegisterExecBuffer(func() int64 { return 4096 })
+	for _, kind := range []string{"exec", "port_forward"} {
+		for _, limit := range []string{"pod", "node"} {
+			m.SessionRefused(kind, limit)
+		}
+	}
 	q := m.VKQueue("syncPodsFromKubernetes")
 	q.Add(false)
 	q.Add(true)

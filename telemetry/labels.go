@@ -31,6 +31,9 @@ var (
 	stateHeld    = metric.WithAttributes(attribute.String("state", "held"))
 	stateQuar    = metric.WithAttributes(attribute.String("state", "quarantined"))
 	stateTent    = metric.WithAttributes(attribute.String("state", "tentative"))
+	// The kinds of vksandbox_kubelet_sessions: RegisterSessions's two counts.
+	sessionExec    = metric.WithAttributes(attribute.String("kind", "exec"))
+	sessionForward = metric.WithAttributes(attribute.String("kind", "port_forward"))
 )
 
 // attrCache memoises the measurement option of one label combination, so a
@@ -82,6 +85,10 @@ func restResultSet(k restKey) attribute.Set {
 }
 func decisionSet(k [2]string) attribute.Set {
 	return attribute.NewSet(attribute.String("kind", k[0]), attribute.String("reason", k[1]))
+}
+
+func refusalSet(k [2]string) attribute.Set {
+	return attribute.NewSet(attribute.String("kind", k[0]), attribute.String("cap", k[1]))
 }
 
 func result(ok bool) metric.MeasurementOption {

@@ -53,6 +53,7 @@ type Metrics struct {
 	queueDepth         metric.Int64ObservableGauge
 	claims             metric.Int64ObservableGauge
 	kube               kubeInstruments
+	sessions           sessionInstruments
 
 	// Read at scrape time by the single registered callback. Swapping a
 	// pointer (instead of registering a callback per call) makes
@@ -134,6 +135,9 @@ func newMetrics(meter metric.Meter) (*Metrics, error) {
 	m.claims = cl
 	observables, err := m.kube.init(meter)
 	errs = append(errs, err)
+	sessionObservables, err := m.sessions.init(meter)
+	errs = append(errs, err)
+	observables = append(observables, sessionObservables...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -325,5 +329,6 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(m.claims, int64(tent), stateTent)
 	}
 	m.kube.observe(o)
+	m.sessions.observe(o)
 	return nil
 }

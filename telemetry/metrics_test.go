@@ -31,6 +31,10 @@ func exercise(ctx context.Context, m *Metrics, depth []int, held int) {
 	m.RegisterWorkers(len(depth), held)
 	m.RegisterQueueDepth(func() []int { return depth })
 	m.RegisterClaims(func() (int, int, int) { return held, 1, 2 })
+	m.RegisterSessions(func() (int, int) { return held, 2 * held })
+	m.RegisterExecBuffer(func() int64 { return int64(held) << 10 })
+	m.SessionRefused("exec", "pod")
+	m.SessionRefused("port_forward", "node")
 }
 
 func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
@@ -43,36 +47,41 @@ func TestMetricsExposeEverySeriesAndValuesMove(t *testing.T) {
 
 	// series -> expected delta between the two scrapes.
 	want := map[string]float64{
-		`vksandbox_claim_duration_seconds_count{outcome="running"}`:             1,
-		`vksandbox_claim_duration_seconds_bucket{outcome="running",le="0.005"}`: 1,
-		`vksandbox_sandboxd_requests_total{code="429",verb="claim"}`:            1,
-		`vksandbox_sandboxd_requests_total{code="200",verb="release"}`:          1,
-		`vksandbox_sandboxd_request_duration_seconds_count{verb="claim"}`:       1,
-		`vksandbox_store_fsync_duration_seconds_count`:                          2,
-		`vksandbox_store_commit_batch_size_sum`:                                 6,
-		`vksandbox_store_commit_bytes_total`:                                    768,
-		`vksandbox_store_compactions_total{result="ok"}`:                        1,
-		`vksandbox_store_compactions_total{result="failed"}`:                    1,
-		`vksandbox_store_compaction_duration_seconds_count`:                     2,
-		`vksandbox_decisions_total{kind="preserve",reason="no_authority"}`:      1,
-		`vksandbox_orphan_sandboxes`:                                            1, // 3 -> 4
-		`vksandbox_orphan_claims`:                                               1,
-		`vksandbox_foreign_sandboxes`:                                           2, // 6 -> 8
-		`vksandbox_pod_watch_ends_total{result="resumed"}`:                      2,
-		`vksandbox_pod_watch_ends_total{result="handed_back"}`:                  1,
-		`vksandbox_orphan_scans_total{result="ok"}`:                             1,
-		`vksandbox_orphan_scans_total{result="failed"}`:                         1,
-		`vksandbox_loop_pass_seconds_count{loop="orphan-scan"}`:                 1,
-		`vksandbox_loop_pass_seconds_bucket{loop="orphan-scan",le="0.0025"}`:    1,
-		`vksandbox_inventory_publishes_total{result="ok"}`:                      1,
-		`vksandbox_events_shed_total{reason="SandboxClaimed"}`:                  1,
-		`vksandbox_pipeline_shards`:                                             1,
-		`vksandbox_pipeline_workers_per_shard`:                                  1,
-		`vksandbox_queue_depth{shard="0"}`:                                      1,
-		`vksandbox_queue_depth{shard="2"}`:                                      2,
-		`vksandbox_claims{state="held"}`:                                        1,
-		`vksandbox_claims{state="quarantined"}`:                                 0,
-		`vksandbox_claims{state="tentative"}`:                                   0,
+		`vksandbox_claim_duration_seconds_count{outcome="running"}`:                1,
+		`vksandbox_claim_duration_seconds_bucket{outcome="running",le="0.005"}`:    1,
+		`vksandbox_sandboxd_requests_total{code="429",verb="claim"}`:               1,
+		`vksandbox_sandboxd_requests_total{code="200",verb="release"}`:             1,
+		`vksandbox_sandboxd_request_duration_seconds_count{verb="claim"}`:          1,
+		`vksandbox_store_fsync_duration_seconds_count`:                             2,
+		`vksandbox_store_commit_batch_size_sum`:                                    6,
+		`vksandbox_store_commit_bytes_total`:                                       768,
+		`vksandbox_store_compactions_total{result="ok"}`:                           1,
+		`vksandbox_store_compactions_total{result="failed"}`:                       1,
+		`vksandbox_store_compaction_duration_seconds_count`:                        2,
+		`vksandbox_decisions_total{kind="preserve",reason="no_authority"}`:         1,
+		`vksandbox_orphan_sandboxes`:                                               1, // 3 -> 4
+		`vksandbox_orphan_claims`:                                                  1,
+		`vksandbox_foreign_sandboxes`:                                              2, // 6 -> 8
+		`vksandbox_pod_watch_ends_total{result="resumed"}`:                         2,
+		`vksandbox_pod_watch_ends_total{result="handed_back"}`:                     1,
+		`vksandbox_orphan_scans_total{result="ok"}`:                                1,
+		`vksandbox_orphan_scans_total{result="failed"}`:                            1,
+		`vksandbox_loop_pass_seconds_count{loop="orphan-scan"}`:                    1,
+		`vksandbox_loop_pass_seconds_bucket{loop="orphan-scan",le="0.0025"}`:       1,
+		`vksandbox_inventory_publishes_total{result="ok"}`:                         1,
+		`vksandbox_events_shed_total{reason="SandboxClaimed"}`:                     1,
+		`vksandbox_pipeline_shards`:                                                1,
+		`vksandbox_pipeline_workers_per_shard`:                                     1,
+		`vksandbox_queue_depth{shard="0"}`:                                         1,
+		`vksandbox_queue_depth{shard="2"}`:                                         2,
+		`vksandbox_claims{state="held"}`:                                           1,
+		`vksandbox_claims{state="quarantined"}`:                                    0,
+		`vksandbox_claims{state="tentative"}`:                                      0,
+		`vksandbox_kubelet_sessions{kind="exec"}`:                                  1,
+		`vksandbox_kubelet_sessions{kind="port_forward"}`:                          2,
+		`vksandbox_exec_buffer_held_bytes`:                                         1024,
+		`vksandbox_kubelet_session_refusals_total{cap="pod",kind="exec"}`:          1,
+		`vksandbox_kubelet_session_refusals_total{cap="node",kind="port_forward"}`: 1,
 	}
 	for series, delta := range want {
 		b, ok1 := sample(before, series)

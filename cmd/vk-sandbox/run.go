@@ -140,8 +140,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	d, err := kube.NewDaemon(kube.DaemonConfig{
 		Provider: kube.ProviderOptions{
 			Authorizer: auth, Events: recorder, Log: log, PodClient: client.CoreV1(), Sandboxd: relay, NodeName: cfg.NodeName,
-			Sessions: kubeletapi.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout},
-			Forwards: kubeletapi.SessionLimits{PerPod: cfg.PortForwardMaxSessionsPerPod, PerNode: cfg.PortForwardMaxSessions},
+			Sessions:       kubeletapi.SessionLimits{PerPod: cfg.ExecMaxSessionsPerPod, PerNode: cfg.ExecMaxSessions, IdleTimeout: cfg.ExecIdleTimeout},
+			Forwards:       kubeletapi.SessionLimits{PerPod: cfg.PortForwardMaxSessionsPerPod, PerNode: cfg.PortForwardMaxSessions},
+			SessionRefused: tel.Metrics.SessionRefused,
 		},
 		Pipeline: pipeline.Config{
 			Node: cfg.NodeName, NodeKey: nodeKey,
@@ -171,6 +172,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	tel.Metrics.RegisterWorkers(cfg.Shards, cfg.WorkersPerShard)
 	tel.Metrics.RegisterQueueDepth(eng.QueueDepths)
 	tel.Metrics.RegisterClaims(eng.Counts)
+	tel.Metrics.RegisterSessions(d.Provider().OpenSessions)
+	tel.Metrics.RegisterExecBuffer(relay.BufferHeld)
 
 	if cfg.MetricsAddr != "" {
 		ln, err := telemetry.Listen(cfg.MetricsAddr, nil, telemetry.DefaultServerLimits())

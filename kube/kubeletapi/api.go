@@ -58,6 +58,10 @@ type Options struct {
 	Log      *slog.Logger  // nil: slog.Default()
 	Sessions SessionLimits // zero fields take DefaultSessionLimits'
 	Forwards SessionLimits // zero fields take DefaultForwardLimits'
+	// Refused, when set, is told of each session refused at a cap: kind
+	// KindExec or KindPortForward, limit CapPod or CapNode. It must not
+	// block.
+	Refused func(kind, limit string)
 }
 
 // API serves the interactive kubelet surfaces. Its methods have the
@@ -85,5 +89,6 @@ func New(o Options) *API {
 	a := &API{pods: o.Pods, sandboxd: o.Sandboxd, nodeName: o.NodeName, log: o.Log, started: time.Now()}
 	a.sessions.kind, a.sessions.limits = execKind, o.Sessions.withDefaults(DefaultSessionLimits())
 	a.forwards.kind, a.forwards.limits = forwardKind, o.Forwards.withDefaults(DefaultForwardLimits())
+	a.sessions.refused, a.forwards.refused = o.Refused, o.Refused
 	return a
 }

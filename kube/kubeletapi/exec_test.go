@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,19 +66,36 @@ func TestTTYCommandLineQuotes(t *testing.T) {
 }
 
 // The caps refuse one session more, per Pod and per node, naming the
-// flag; a session ending frees its slot.
+// flag, and report the refusal by kind and cap; OpenSessions counts the
+// open one; a session ending frees its slot.
 func TestRunInContainerSessionCaps(t *testing.T) {
-	it := newInteractive(t, sim.Config{}, interactiveRoot, func(o *Options) { o.Sessions = SessionLimits{PerPod: 1, PerNode: 5} })
+	var mu sync.Mutex
+	var refused []string
+	it := newInteractive(t, sim.Config{}, interactiveRoot, func(o *Options) {
+		o.Sessions = SessionLimits{PerPod: 1, PerNode: 5}
+		o.Refused = func(kind, limit string) { mu.Lock(); refused = append(refused, kind+"/"+limit); mu.Unlock() }
+	})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- it.exec(ctx, newAttach(), "sleep", "600") }()
 	testkit.WaitFor(t, 10*time.Second, "a session open", func() bool { return len(it.sim.GuestProcs(it.claim.ID)) == 1 })
+	if exec, forward := it.prov.OpenSessions(); exec != 1 || forward != 0 {
+		t.Errorf("OpenSessions = %d exec, %d port-forward; want 1, 0", exec, forward)
+	}
 	err := it.exec(t.Context(), newAttach(), "true")
 	if !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "--exec-max-sessions-per-pod") {
 		t.Errorf("second session: %v", err)
 	}
+	mu.Lock()
+	if want := []string{KindExec + "/" + CapPod}; !slices.Equal(refused, want) {
+		t.Errorf("refusals reported %v, want %v", refused, want)
+	}
+	mu.Unlock()
 	cancel()
 	<-done
+	if exec, _ := it.prov.OpenSessions(); exec != 0 {
+		t.Errorf("OpenSessions after the session ended = %d exec, want 0", exec)
+	}
 	if err := it.exec(t.Context(), newAttach(), "true"); err != nil {
 		t.Errorf("after the first ended: %v", err)
 	}

@@ -50,13 +50,21 @@ func (l SessionLimits) withDefaults(d SessionLimits) SessionLimits {
 	return l
 }
 
-// sessionKind names a kind of session in a refusal: what it is and the
-// flags of its two caps.
-type sessionKind struct{ what, podFlag, nodeFlag string }
+// sessionKind names a kind of session in a refusal: what it is, the
+// flags of its two caps, and its label in the refusal hook.
+type sessionKind struct{ what, podFlag, nodeFlag, label string }
 
 var (
-	execKind    = sessionKind{"exec sessions", "--exec-max-sessions-per-pod", "--exec-max-sessions"}
-	forwardKind = sessionKind{"port-forward connections", "--port-forward-max-sessions-per-pod", "--port-forward-max-sessions"}
+	execKind    = sessionKind{"exec sessions", "--exec-max-sessions-per-pod", "--exec-max-sessions", KindExec}
+	forwardKind = sessionKind{"port-forward connections", "--port-forward-max-sessions-per-pod", "--port-forward-max-sessions", KindPortForward}
+)
+
+// The kinds and caps a refusal is reported with (Options.Refused).
+const (
+	KindExec        = "exec"
+	KindPortForward = "port_forward"
+	CapPod          = "pod"
+	CapNode         = "node"
 )
 
 // sessionSet counts the open sessions of one kind by Pod key.
@@ -64,8 +72,11 @@ type sessionSet struct {
 	mu     sync.Mutex
 	kind   sessionKind
 	limits SessionLimits // with defaults applied, set once by New
-	byPod  map[pipeline.PodKey]int
-	total  int
+	// refused, when set, hears of each refusal (kind label, cap); it is
+	// called under mu, so it must not block (a metric's counter).
+	refused func(kind, limit string)
+	byPod   map[pipeline.PodKey]int
+	total   int
 }
 
 // acquire takes a session slot for Pod key, or refuses one past a cap;
@@ -76,8 +87,10 @@ func (s *sessionSet) acquire(key pipeline.PodKey) (func(), error) {
 	l, k := s.limits, s.kind
 	switch {
 	case s.byPod[key] >= l.PerPod:
+		s.refuse(CapPod)
 		return nil, errdefs.InvalidInputf("pod %s already has %d %s open, the most this node allows for one Pod (%s); end one and try again", key, l.PerPod, k.what, k.podFlag)
 	case s.total >= l.PerNode:
+		s.refuse(CapNode)
 		return nil, errdefs.InvalidInputf("pod %s: this node already has %d %s open, the most it allows (%s); try again when one ends", key, l.PerNode, k.what, k.nodeFlag)
 	}
 	if s.byPod == nil {
@@ -98,11 +111,25 @@ func (s *sessionSet) acquire(key pipeline.PodKey) (func(), error) {
 	}, nil
 }
 
+func (s *sessionSet) refuse(limit string) {
+	if s.refused != nil {
+		s.refused(s.kind.label, limit)
+	}
+}
+
 // open is how many sessions Pod key has open, and the node in all.
 func (s *sessionSet) open(key pipeline.PodKey) (pod, node int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.byPod[key], s.total
+}
+
+// OpenSessions is how many exec sessions and port-forward connections
+// the node has open now, for a gauge read at scrape time.
+func (a *API) OpenSessions() (exec, forward int) {
+	_, exec = a.sessions.open("")
+	_, forward = a.forwards.open("")
+	return exec, forward
 }
 
 // IdleTimeout is the streaming idle timeout the kubelet API applies.
