@@ -5,8 +5,9 @@
 // the same run.
 //
 // It opens one informer on the Pods bound to its node name (field selector
-// spec.nodeName, protobuf, no compression, no resync) and starts -workers
-// status writers (16). Per Pod, and nothing else:
+// spec.nodeName, protobuf, no compression, no resync; a watch the
+// apiserver ends before its first event is re-opened at once, as
+// vk-sandbox's is) and starts -workers status writers (16). Per Pod, and nothing else:
 //
 //   - the watch event is decoded into the informer's cache, with its
 //     managedFields dropped, as vk-sandbox's cache does;
@@ -42,18 +43,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cocoonstack/vk-sandbox/bench/podload"
+	"github.com/cocoonstack/vk-sandbox/kube/vkcompat"
 )
 
 type options struct {
 	kubeconfig, node, contentType string
 	workers                       int
 	sandboxd, token, state        string // the claim, when sandboxd is set
+	resumeShortWatches            bool
 }
 
 func main() {
@@ -65,6 +70,7 @@ func main() {
 	flag.StringVar(&o.sandboxd, "sandboxd", "", "sandboxd URL: claim each Pod's VM there and record it in -state before writing Running (the minimal node that claims)")
 	flag.StringVar(&o.token, "token", "", "sandboxd node token (with -sandboxd)")
 	flag.StringVar(&o.state, "state", "", "state file of the claims (with -sandboxd)")
+	flag.BoolVar(&o.resumeShortWatches, "resume-short-watches", true, "re-open a Pod watch the apiserver ends before its first event, from the same resourceVersion, as vk-sandbox does (false: client-go's reflector backs off and relists)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -98,13 +104,16 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", o.node).String()
-		}),
-		informers.WithTransform(dropManagedFields))
+	var ends watchEnds
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(dropManagedFields))
+	inf := f.InformerFor(&corev1.Pod{}, func(cs kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+		return podInformer(cs, o.node, o.resumeShortWatches, &ends)
+	})
+	defer func() {
+		fmt.Fprintf(os.Stderr, "nullnode: Pod watches the apiserver ended: %d resumed, %d handed back to the reflector\n", ends.resumed.Load(), ends.handedBack.Load())
+	}()
 	pending := make(chan *corev1.Pod) // unbuffered: the informer's listener holds the backlog
-	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*corev1.Pod); ok && p.Status.Phase != corev1.PodRunning {
 				select {
@@ -135,6 +144,47 @@ func run(ctx context.Context, o options) error {
 	<-ctx.Done()
 	f.Shutdown()
 	return nil
+}
+
+// podInformer is the informer of node's Pods (field selector
+// spec.nodeName). With resume, its watches are vk-sandbox's
+// (vkcompat.ResumeShortWatches): a watch the apiserver ends before
+// delivering anything is opened again at once instead of costing the
+// reflector's backoff and a relist, which in a burst would stall this
+// node for a second and more and make the floor slower than a node has
+// to be.
+func podInformer(cs kubernetes.Interface, node string, resume bool, ends *watchEnds) cache.SharedIndexInformer {
+	onNode := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			onNode(&o)
+			return cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			onNode(&o)
+			return cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
+	var lwOut cache.ListerWatcher = lw
+	if resume {
+		lwOut = vkcompat.ResumeShortWatches(cache.ToListWatcherWithWatchListSemantics(lw, cs).(vkcompat.ListerWatcher), ends)
+	}
+	return cache.NewSharedIndexInformerWithOptions(lwOut, &corev1.Pod{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+}
+
+// watchEnds counts the Pod watches the apiserver ended
+// (vkcompat.WatchObserver), printed when the node stops.
+type watchEnds struct{ resumed, handedBack atomic.Int64 }
+
+func (e *watchEnds) PodWatchEnded(resumed bool) {
+	if resumed {
+		e.resumed.Add(1)
+	} else {
+		e.handedBack.Add(1)
+	}
 }
 
 // dropManagedFields is the informer's transform: nothing here reads them.
