@@ -15,6 +15,7 @@ import (
 	"github.com/cocoonstack/vk-sandbox/internal/kubetest"
 	"github.com/cocoonstack/vk-sandbox/internal/testkit"
 	"github.com/cocoonstack/vk-sandbox/kube"
+	"github.com/cocoonstack/vk-sandbox/pool"
 	"github.com/cocoonstack/vk-sandbox/pool/sim"
 	"github.com/cocoonstack/vk-sandbox/pool/sim/simtest"
 )
@@ -218,4 +219,33 @@ func TestASIGKILLedProcessOnTheSameHostTakesItsNodeBackAtOnce(t *testing.T) {
 	if err, exited := n.vk.Exited(); exited {
 		t.Fatalf("the restarted process exited: %v\n%s", err, n.vk.Tail(10))
 	}
+}
+
+// A process started while the apiserver is down does not exit: it tries
+// to take its node's holder lease again and again, saying why, and once
+// the apiserver is back it takes the lease, registers the node and claims
+// its Pods. (Exiting at once, it would only be restarted into the same
+// failure until its supervisor's restart limit gave up on it.)
+func TestAProcessStartedDuringAnApiserverOutageWaitsForIt(t *testing.T) {
+	proxy := newR2Proxy(t)
+	proxy.goDown()
+	n := launchNode(t, simtest.Start(t, sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}}),
+		rootToken, nil, []string{"--kubeconfig", proxy.Kubeconfig})
+	testkit.WaitFor(t, waitFor, "two failed attempts to take the holder lease, logged", func() bool {
+		return strings.Count(n.vk.Log(), "cannot take the node's holder lease yet") >= 2
+	})
+	if err, exited := n.vk.Exited(); exited {
+		t.Fatalf("the process exited during the outage: %v\n%s", err, n.vk.Tail(10))
+	}
+	if proxy.downRefused.Load() < 2 {
+		t.Errorf("%d requests reached the proxy while it was down, want at least 2", proxy.downRefused.Load())
+	}
+	proxy.comeBack()
+	n.waitReady()
+	if holder, _ := holderLease(t, n.Name); holder != nodeIdentity(t, n) {
+		t.Errorf("the holder lease names %q, want this process, %q", holder, nodeIdentity(t, n))
+	}
+	ns := newNamespace(t)
+	createPod(t, sandboxPod(ns, "after-outage", n.Name))
+	waitRunning(t, ns, "after-outage")
 }

@@ -40,6 +40,9 @@ type r2Proxy struct {
 
 	podsCut     atomic.Bool  // see cutPodWatch
 	podsRefused atomic.Int64 // Pod watches and lists refused while cut
+
+	down        atomic.Bool  // see goDown
+	downRefused atomic.Int64 // requests answered 503 while down
 }
 
 func newR2Proxy(t *testing.T) *r2Proxy {
@@ -103,6 +106,11 @@ func isOwnerGet(r *http.Request) bool {
 }
 
 func (p *r2Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.down.Load() {
+		p.downRefused.Add(1)
+		http.Error(w, "apiserver unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	if p.podsCut.Load() && r.Method == http.MethodGet && r.URL.Path == "/api/v1/pods" {
 		p.podsRefused.Add(1)
 		if r.URL.Query().Get("watch") != "" {
@@ -168,3 +176,9 @@ func (p *r2Proxy) cutPodWatch() {
 }
 
 func (p *r2Proxy) restorePodWatch() { p.podsCut.Store(false) }
+
+// goDown answers every request 503 until comeBack, as a load balancer in
+// front of an apiserver that is down (a control-plane outage or upgrade).
+func (p *r2Proxy) goDown() { p.down.Store(true) }
+
+func (p *r2Proxy) comeBack() { p.down.Store(false) }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,6 +50,9 @@ type HolderOptions struct {
 	// RenewInterval is how often the lease is renewed; default a quarter
 	// of Duration. It must be below Duration.
 	RenewInterval time.Duration
+	// AcquireRetryMax is the longest wait between Acquire's attempts
+	// while the apiserver is unreachable; default 30s.
+	AcquireRetryMax time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	Log *slog.Logger
@@ -82,6 +86,9 @@ func NewHolder(o HolderOptions) (*Holder, error) {
 	if o.RenewInterval >= o.Duration {
 		return nil, fmt.Errorf("holder lease: the renewal interval %s must be below the lease duration %s", o.RenewInterval, o.Duration)
 	}
+	if o.AcquireRetryMax <= 0 {
+		o.AcquireRetryMax = 30 * time.Second
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -105,7 +112,58 @@ func (h *Holder) Held() bool {
 // is not a virtual-kubelet node (such as the host's own Node, which a
 // kubelet serves). It must succeed before the node is registered and
 // before any claim is made.
+//
+// While the apiserver cannot be reached or answers with a server error
+// (a control-plane outage or upgrade), Acquire logs each failure and tries
+// again, backing off to AcquireRetryMax, until ctx ends: a process started
+// during an outage (or restarted after losing its lease to one) waits for
+// the apiserver instead of exiting at once, again and again, into its
+// supervisor's restart limits. The refusals above, and an apiserver that
+// refuses the node's credentials (401, 403), end it at once.
 func (h *Holder) Acquire(ctx context.Context) error {
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(min(time.Second, h.o.AcquireRetryMax)),
+		backoff.WithMaxInterval(h.o.AcquireRetryMax), backoff.WithMaxElapsedTime(0))
+	var last error
+	op := func() error {
+		last = h.acquireOnce(ctx)
+		if last != nil && !retriable(last) {
+			return backoff.Permanent(last)
+		}
+		return last
+	}
+	notify := func(err error, next time.Duration) {
+		h.o.Log.Warn("cannot take the node's holder lease yet: the apiserver is unreachable or failing; retrying",
+			"node", h.o.Node, "retry_in", next.Round(time.Millisecond).String(), "error", err)
+	}
+	err := backoff.RetryNotify(op, backoff.WithContext(bo, ctx), notify)
+	if err != nil && ctx.Err() != nil && last != nil && !errors.Is(last, ctx.Err()) {
+		return fmt.Errorf("node %s: stopped waiting to take the holder lease (%w); the last attempt: %w", h.o.Node, ctx.Err(), last)
+	}
+	return err
+}
+
+// refusal is an Acquire refusal that waiting does not change: the Node is
+// another kubelet's, or another process holds the lease.
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
+
+// retriable reports whether Acquire should try again after err: anything
+// but a refusal, a request the apiserver judged (bad, unauthorized,
+// forbidden, invalid) or the end of ctx.
+func retriable(err error) bool {
+	var r refusal
+	switch {
+	case errors.As(err, &r), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err), apierrors.IsInvalid(err):
+		return false
+	}
+	return true
+}
+
+// acquireOnce is one attempt of Acquire.
+func (h *Holder) acquireOnce(ctx context.Context) error {
 	node, err := h.o.Client.CoreV1().Nodes().Get(ctx, h.o.Node, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -114,7 +172,7 @@ func (h *Holder) Acquire(ctx context.Context) error {
 	case node.Labels["type"] != "virtual-kubelet":
 		// virtual-kubelet would take over a Node it finds; a kubelet's Node
 		// (a host's real one) is never this process's to serve.
-		return fmt.Errorf("node %s exists and is not a virtual-kubelet node (no type=virtual-kubelet label): another kubelet serves it; give this process another --node-name", h.o.Node)
+		return refusal{fmt.Errorf("node %s exists and is not a virtual-kubelet node (no type=virtual-kubelet label): another kubelet serves it; give this process another --node-name", h.o.Node)}
 	}
 	leases := h.o.Client.CoordinationV1().Leases(HolderLeaseNamespace)
 	name := HolderLeaseName(h.o.Node)
@@ -133,8 +191,8 @@ func (h *Holder) Acquire(ctx context.Context) error {
 			return fmt.Errorf("node %s: reading the holder lease %s/%s: %w", h.o.Node, HolderLeaseNamespace, name, err)
 		}
 		if holder, ends, held := heldByAnother(cur, h.o.Identity, now); held {
-			return fmt.Errorf("node %s is served by another vk-sandbox, %q: its holder lease %s/%s ends at %s unless renewed; "+
-				"stop that process or give this one another --node-name", h.o.Node, holder, HolderLeaseNamespace, name, ends.UTC().Format(time.RFC3339))
+			return refusal{fmt.Errorf("node %s is served by another vk-sandbox, %q: its holder lease %s/%s ends at %s unless renewed; "+
+				"stop that process or give this one another --node-name", h.o.Node, holder, HolderLeaseNamespace, name, ends.UTC().Format(time.RFC3339))}
 		}
 		want := cur.DeepCopy()
 		h.stamp(want, now, cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != h.o.Identity)

@@ -1,15 +1,24 @@
 package kube
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func newTestHolder(t *testing.T, cs kubernetes.Interface, identity string, now time.Time) *Holder {
@@ -121,5 +130,65 @@ func TestHeldEndsBeforeTheLeaseCanExpire(t *testing.T) {
 	now = now.Add(time.Second)
 	if h.Held() {
 		t.Fatal("still held 30 s after the last renewal: the lease could expire before the next renewal")
+	}
+}
+
+// An apiserver that cannot be reached, or answers 503, does not end
+// Acquire: it tries again until the apiserver answers and then takes the
+// lease. One that refuses the node's credentials ends it at once, and so
+// does the end of ctx, naming the last failure.
+func TestAcquireWaitsForAnUnreachableApiserver(t *testing.T) {
+	down := func(n int) (*fake.Clientset, *atomic.Int64) {
+		cs := fake.NewClientset()
+		var calls atomic.Int64
+		cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			switch c := calls.Add(1); {
+			case c <= int64(n) && c%2 == 1:
+				return true, nil, &url.Error{Op: "Get", URL: "https://apiserver:6443/api/v1/nodes/n", Err: syscall.ECONNREFUSED}
+			case c <= int64(n):
+				return true, nil, apierrors.NewServiceUnavailable("the apiserver is starting")
+			}
+			return false, nil, nil
+		})
+		return cs, &calls
+	}
+	quick := func(cs kubernetes.Interface) *Holder {
+		h, err := NewHolder(HolderOptions{Client: cs, Node: "n", Identity: "host-a/1111", AcquireRetryMax: 5 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+
+	cs, calls := down(4)
+	h := quick(cs)
+	if err := h.Acquire(t.Context()); err != nil {
+		t.Fatalf("Acquire after four failed attempts: %v", err)
+	}
+	if c := calls.Load(); c != 5 {
+		t.Errorf("%d attempts, want 5 (four failures, then the one that took it)", c)
+	}
+	if got := holderOf(t, cs); got != "host-a/1111" || !h.Held() {
+		t.Errorf("the lease names %q (held %v), want this process", got, h.Held())
+	}
+
+	cs = fake.NewClientset()
+	var denied atomic.Int64
+	cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		denied.Add(1)
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n", errors.New("RBAC: no rule"))
+	})
+	bounded, stop := context.WithTimeout(t.Context(), 5*time.Second) // a retried 403 fails, not hangs
+	defer stop()
+	if err := quick(cs).Acquire(bounded); !apierrors.IsForbidden(err) || denied.Load() != 1 {
+		t.Errorf("a forbidden read: %v after %d attempts, want the 403 after 1", err, denied.Load())
+	}
+
+	cs, _ = down(1 << 30)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := quick(cs).Acquire(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "the last attempt") {
+		t.Errorf("Acquire when ctx ends during an outage: %v, want the deadline and the last failure", err)
 	}
 }

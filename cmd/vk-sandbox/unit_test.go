@@ -34,10 +34,18 @@ func TestSystemdUnitIsHardened(t *testing.T) {
 		"SystemCallFilter=@system-service",
 		"ProtectProc=invisible",
 		"ProcSubset=pid",
+		"Restart=always",
+		"StartLimitIntervalSec=0",
 	} {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want) + `$`).MatchString(unit) {
 			t.Errorf("%s has no line %q", unitFile, want)
 		}
+	}
+	// A start refused while another process holds the node is retried for
+	// as long as that lasts: the start limit is a [Unit] option, ignored
+	// in [Service].
+	if u, _, _ := strings.Cut(unit, "[Service]"); !strings.Contains(u, "\nStartLimitIntervalSec=0\n") {
+		t.Errorf("%s: StartLimitIntervalSec=0 is not in [Unit]", unitFile)
 	}
 	if m := regexp.MustCompile(`(?m)^(User|Group)=.*$`).FindString(unit); m != "" {
 		t.Errorf("%s sets %q: the user is DynamicUser's", unitFile, m)
