@@ -229,13 +229,22 @@ func TestASIGKILLedProcessOnTheSameHostTakesItsNodeBackAtOnce(t *testing.T) {
 func TestAProcessStartedDuringAnApiserverOutageWaitsForIt(t *testing.T) {
 	proxy := newR2Proxy(t)
 	proxy.goDown()
+	margs, scrape := metricsArgs(t)
+	base := strings.TrimSuffix(scrape, "/metrics")
 	n := launchNode(t, simtest.Start(t, sim.Config{RootToken: rootToken, Pools: map[pool.Key]int{{Template: "default"}: 4}}),
-		rootToken, nil, []string{"--kubeconfig", proxy.Kubeconfig})
+		rootToken, nil, append([]string{"--kubeconfig", proxy.Kubeconfig}, margs...))
 	testkit.WaitFor(t, waitFor, "two failed attempts to take the holder lease, logged", func() bool {
 		return strings.Count(n.vk.Log(), "cannot take the node's holder lease yet") >= 2
 	})
 	if err, exited := n.vk.Exited(); exited {
 		t.Fatalf("the process exited during the outage: %v\n%s", err, n.vk.Tail(10))
+	}
+	// Meanwhile it is alive to its liveness probe, and not ready, saying why.
+	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while waiting for the apiserver = %d %q, want 200", code, body)
+	}
+	if code, body := httpGet(t, base+"/readyz?verbose"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not held yet") {
+		t.Errorf("/readyz while waiting for the apiserver = %d %q, want 503 naming the holder lease", code, body)
 	}
 	if proxy.downRefused.Load() < 2 {
 		t.Errorf("%d requests reached the proxy while it was down, want at least 2", proxy.downRefused.Load())

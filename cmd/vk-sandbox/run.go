@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -87,6 +88,22 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
+	}
+	// /healthz, /readyz and /metrics are served before the holder lease is
+	// taken: a process waiting for the apiserver (Holder.Acquire) answers
+	// its liveness probe meanwhile, so the kubelet does not restart it into
+	// a crash-loop backoff, and /readyz says what it waits for.
+	var ready atomic.Pointer[func() (string, error)]
+	waiting := func() (string, error) {
+		return "node holder: not held yet (taking the holder lease; the log says why it waits)\n", errors.New("readyz check failed")
+	}
+	ready.Store(&waiting)
+	if cfg.MetricsAddr != "" {
+		stop, err := serveTelemetry(cfg, tel, func() (string, error) { return (*ready.Load())() }, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	// One process serves a node name: the holder lease is taken (or the
 	// start refused) before the node is registered and before any claim.
@@ -175,29 +192,34 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	tel.Metrics.RegisterSessions(d.Provider().OpenSessions)
 	tel.Metrics.RegisterExecBuffer(relay.BufferHeld)
 
-	if cfg.MetricsAddr != "" {
-		ln, err := telemetry.Listen(cfg.MetricsAddr, nil, telemetry.DefaultServerLimits())
-		if err != nil {
-			return fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
-		}
-		h := tel.HandlerWithDetail(readiness(holder.check, d.Node().Checks, st.Health, features.notes))
-		if cfg.Profiling {
-			h = telemetry.WithProfiling(h)
-		}
-		srv := telemetry.NewServer(h, telemetry.DefaultServerLimits())
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "addr", cfg.MetricsAddr, "error", err)
-			}
-		}()
-		defer srv.Close()
-	}
+	r := readiness(holder.check, d.Node().Checks, st.Health, features.notes)
+	ready.Store(&r)
 
 	log.Info("vk-sandbox starting", "node", cfg.NodeName, "sandboxd", cfg.SandboxdURL, "state", cfg.StatePath, "version", version,
 		"holder", holder.identity)
 	// Run returns once everything it started has ended; the deferred Close
 	// then flushes the state file.
 	return holder.serve(ctx, d.Run)
+}
+
+// serveTelemetry serves /metrics, /healthz and /readyz (ready) on
+// --metrics-addr until stop.
+func serveTelemetry(cfg *config, tel *telemetry.Telemetry, ready func() (string, error), log *slog.Logger) (stop func(), err error) {
+	ln, err := telemetry.Listen(cfg.MetricsAddr, nil, telemetry.DefaultServerLimits())
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
+	}
+	h := tel.HandlerWithDetail(ready)
+	if cfg.Profiling {
+		h = telemetry.WithProfiling(h)
+	}
+	srv := telemetry.NewServer(h, telemetry.DefaultServerLimits())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "addr", cfg.MetricsAddr, "error", err)
+		}
+	}()
+	return func() { _ = srv.Close() }, nil
 }
 
 // restConfig follows client-go's loading rules, with in-cluster config
