@@ -9,9 +9,6 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -123,22 +120,8 @@ func nodePods(client kubernetes.Interface, nodeName string, watches vkcompat.Wat
 	f := informers.NewSharedInformerFactoryWithOptions(client, informerResync,
 		informers.WithTransform(vkcompat.PodCacheTransform(AnnPodUID)))
 	f.InformerFor(&corev1.Pod{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		// The field selector of nodeutil.PodInformerFilter: this node's Pods.
-		onNode := func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-		}
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				onNode(&o)
-				return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				onNode(&o)
-				return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
-			},
-		}
 		return cache.NewSharedIndexInformerWithOptions(
-			vkcompat.ResumeShortWatches(cache.ToListWatcherWithWatchListSemantics(lw, client).(vkcompat.ListerWatcher), watches),
+			vkcompat.ResumeShortWatches(vkcompat.NodePods(client, nodeName), watches),
 			&corev1.Pod{},
 			cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 	})

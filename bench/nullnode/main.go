@@ -42,9 +42,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -154,24 +151,11 @@ func run(ctx context.Context, o options) error {
 // node for a second and more and make the floor slower than a node has
 // to be.
 func podInformer(cs kubernetes.Interface, node string, resume bool, ends *watchEnds) cache.SharedIndexInformer {
-	onNode := func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			onNode(&o)
-			return cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			onNode(&o)
-			return cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
-		},
-	}
-	var lwOut cache.ListerWatcher = lw
+	lw := vkcompat.NodePods(cs, node)
 	if resume {
-		lwOut = vkcompat.ResumeShortWatches(cache.ToListWatcherWithWatchListSemantics(lw, cs).(vkcompat.ListerWatcher), ends)
+		lw = vkcompat.ResumeShortWatches(lw, ends)
 	}
-	return cache.NewSharedIndexInformerWithOptions(lwOut, &corev1.Pod{},
+	return cache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 

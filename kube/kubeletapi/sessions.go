@@ -117,6 +117,13 @@ func (s *sessionSet) refuse(limit string) {
 	}
 }
 
+// count is how many sessions the node has open.
+func (s *sessionSet) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
 // open is how many sessions Pod key has open, and the node in all.
 func (s *sessionSet) open(key pipeline.PodKey) (pod, node int) {
 	s.mu.Lock()
@@ -127,9 +134,7 @@ func (s *sessionSet) open(key pipeline.PodKey) (pod, node int) {
 // OpenSessions is how many exec sessions and port-forward connections
 // the node has open now, for a gauge read at scrape time.
 func (a *API) OpenSessions() (exec, forward int) {
-	_, exec = a.sessions.open("")
-	_, forward = a.forwards.open("")
-	return exec, forward
+	return a.sessions.count(), a.forwards.count()
 }
 
 // IdleTimeout is the streaming idle timeout the kubelet API applies.
